@@ -1,0 +1,76 @@
+/*
+** sqlite-multiwriter: many writers on one SQLite database.
+**
+** The engine is a VFS named "multiwriter". Open a database with
+** "file:app.db?vfs=multiwriter" (SQLITE_OPEN_URI) and every connection gets a
+** private WAL and a snapshot; commits are validated against the commits published
+** since (first committer wins, the loser gets SQLITE_BUSY_SNAPSHOT).
+**
+** This header is the public C interface: registration, the version, and the
+** diagnostics that the file control MW_FCNTL_STATS returns.
+*/
+#ifndef MULTIWRITER_H
+#define MULTIWRITER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && !defined(MW_STATIC)
+#  define MW_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#  define MW_API __attribute__((visibility("default")))
+#else
+#  define MW_API
+#endif
+
+#define MW_VERSION "0.1.0"
+
+/* The engine version string, e.g. "0.1.0". */
+MW_API const char *mw_version(void);
+
+/* Registers the "multiwriter" VFS over the default VFS (idempotent). Returns an
+** SQLite result code. The shared library with SQLite linked in calls it at
+** sqlite3_initialize(); a C program linking the static library calls it itself. */
+MW_API int mw_register(void);
+
+/* Diagnostics of one connection, by index into the array filled by mw_stats() and
+** by the file control MW_FCNTL_STATS (whose argument is an int64_t[MW_STAT_COUNT]).
+** New entries are only ever appended. */
+enum mw_stat {
+  MW_STAT_ENGINE = 0,          /* 1 when this connection runs on the engine */
+  MW_STAT_SNAPSHOT_EPOCH,      /* snapshot epoch of the last transaction */
+  MW_STAT_COMMIT_EPOCH,        /* epoch of the last commit, 0 when it wrote nothing */
+  MW_STAT_COMMITS,             /* commits published by this connection */
+  MW_STAT_CONFLICT_WRITE,      /* commits refused: a page written was changed since */
+  MW_STAT_CONFLICT_READ,       /* commits refused: a page read was changed since */
+  MW_STAT_CONFLICT_SCHEMA,     /* commits refused: the schema changed since */
+  MW_STAT_CONFLICT_FULL,       /* commits refused: no room in the log (SQLITE_FULL) */
+  MW_STAT_LOG_BYTES,           /* current size of the log of the database */
+  MW_STAT_COMPACTIONS,         /* compactions run on the database */
+  MW_STAT_VISIBLE_EPOCH,       /* newest visible epoch of the database */
+  MW_STAT_PINNED_VERSIONS,     /* page versions kept alive only by old snapshots */
+  MW_STAT_RELOCATIONS,         /* commits published after relocating new pages */
+  MW_STAT_MERGES,              /* interior pages merged three ways */
+  MW_STAT_TURNS,               /* hot-spot turns taken by this connection */
+  MW_STAT_RELOCATE_REFUSED,    /* relocations refused (any reason) */
+  MW_STAT_COUNT_V1
+};
+#define MW_STAT_COUNT 32       /* room reserved in the array */
+
+/* File control opcode: pArg is an int64_t[MW_STAT_COUNT], filled for the
+** connection. Unknown entries are 0. */
+#define MW_FCNTL_STATS 0x4d570001
+
+/* Fills out[0..n-1] with the statistics of the connection's database zDb ("main"
+** when NULL) and returns an SQLite result code. A database that does not run on the
+** engine reports MW_STAT_ENGINE = 0 and zeros. */
+struct sqlite3;
+MW_API int mw_stats(struct sqlite3 *db, const char *zDb, int64_t *out, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MULTIWRITER_H */

@@ -1,0 +1,64 @@
+/*
+** extension.c: the entry points of the engine into SQLite.
+**  - sqlite3_multiwriter_init: the loadable-extension entry (".load multiwriter",
+**    sqlite3_load_extension). It registers the VFS for the whole process and the SQL
+**    functions on the connection that loaded it.
+**  - mw_sqlite_extra_init: called by sqlite3_initialize() in the build that links
+**    SQLite in (SQLITE_EXTRA_INIT), so the VFS exists before the first open, and
+**    every new connection gets the SQL functions through an auto-extension.
+*/
+#include "mw_internal.h"
+
+#ifdef MW_EXTENSION
+SQLITE_EXTENSION_INIT1
+#endif
+
+const char *mw_version(void) { return MW_VERSION; }
+
+static void sql_mw_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_text(ctx, MW_VERSION, -1, SQLITE_STATIC);
+}
+
+static int add_functions(sqlite3 *db) {
+  return sqlite3_create_function(db, "mw_version", 0,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
+                                 sql_mw_version, 0, 0);
+}
+
+int mw_stats(sqlite3 *db, const char *zDb, int64_t *out, int n) {
+  int64_t all[MW_STAT_COUNT] = { 0 };
+  if (db == 0 || out == 0 || n < 0) return SQLITE_MISUSE;
+  int rc = sqlite3_file_control(db, zDb ? zDb : "main", MW_FCNTL_STATS, all);
+  if (rc == SQLITE_NOTFOUND) rc = SQLITE_OK; /* not on the engine: all zeros */
+  for (int i = 0; i < n; i++) out[i] = i < MW_STAT_COUNT ? all[i] : 0;
+  return rc;
+}
+
+#ifdef MW_EXTENSION
+MW_API int sqlite3_multiwriter_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+  SQLITE_EXTENSION_INIT2(pApi);
+  int rc = mw_register();
+  if (rc == SQLITE_OK) rc = add_functions(db);
+  if (rc != SQLITE_OK) {
+    if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("multiwriter: cannot register (%s)", sqlite3_errstr(rc));
+    return rc;
+  }
+  /* The VFS must outlive this connection: other connections open through it. */
+  return SQLITE_OK_LOAD_PERMANENTLY;
+}
+#else
+static int auto_extension(sqlite3 *db, const char **pzErrMsg, const void *pApi) {
+  (void)pzErrMsg;
+  (void)pApi;
+  return add_functions(db);
+}
+
+int mw_sqlite_extra_init(const char *unused) {
+  (void)unused;
+  int rc = mw_register();
+  if (rc == SQLITE_OK) rc = sqlite3_auto_extension((void (*)(void))auto_extension);
+  return rc;
+}
+#endif

@@ -1,0 +1,105 @@
+/*
+** The operating-system layer of the engine: threads, locks, condition variables,
+** a clock, and the file calls the log and the compactor make directly (pwrite,
+** data sync, preallocation). Everything else goes through SQLite's own VFS.
+**
+** Owns: the portability between POSIX and Windows. Never touches SQLite.
+** The synchronisation primitives are inline wrappers; the file calls live in
+** platform_posix.c and platform_win.c. File calls return SQLite result codes
+** (SQLITE_OK, SQLITE_FULL for a full disk, SQLITE_IOERR_* otherwise) and keep the
+** OS error number in *pErrno when pErrno is not NULL.
+*/
+#ifndef MW_PLATFORM_H
+#define MW_PLATFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef _WIN32
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  include <windows.h>
+typedef SRWLOCK mw_mutex;
+typedef CONDITION_VARIABLE mw_cond;
+typedef HANDLE mw_thread;
+typedef HANDLE mw_fd;
+#  define MW_MUTEX_INIT SRWLOCK_INIT
+#  define MW_FD_INVALID INVALID_HANDLE_VALUE
+static inline void mw_mutex_init(mw_mutex *m) { InitializeSRWLock(m); }
+static inline void mw_mutex_destroy(mw_mutex *m) { (void)m; }
+static inline void mw_mutex_lock(mw_mutex *m) { AcquireSRWLockExclusive(m); }
+static inline void mw_mutex_unlock(mw_mutex *m) { ReleaseSRWLockExclusive(m); }
+static inline void mw_cond_init(mw_cond *c) { InitializeConditionVariable(c); }
+static inline void mw_cond_destroy(mw_cond *c) { (void)c; }
+static inline void mw_cond_wait(mw_cond *c, mw_mutex *m) {
+  SleepConditionVariableSRW(c, m, INFINITE, 0);
+}
+static inline void mw_cond_signal(mw_cond *c) { WakeConditionVariable(c); }
+static inline void mw_cond_broadcast(mw_cond *c) { WakeAllConditionVariable(c); }
+#else
+#  include <pthread.h>
+typedef pthread_mutex_t mw_mutex;
+typedef pthread_cond_t mw_cond;
+typedef pthread_t mw_thread;
+typedef int mw_fd;
+#  define MW_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
+#  define MW_FD_INVALID (-1)
+/* pthread calls on valid, initialised objects only fail on programming errors
+** (EINVAL, EDEADLK); the engine never relies on their return codes. */
+static inline void mw_mutex_init(mw_mutex *m) { pthread_mutex_init(m, 0); }
+static inline void mw_mutex_destroy(mw_mutex *m) { pthread_mutex_destroy(m); }
+static inline void mw_mutex_lock(mw_mutex *m) { pthread_mutex_lock(m); }
+static inline void mw_mutex_unlock(mw_mutex *m) { pthread_mutex_unlock(m); }
+static inline void mw_cond_init(mw_cond *c) { pthread_cond_init(c, 0); }
+static inline void mw_cond_destroy(mw_cond *c) { pthread_cond_destroy(c); }
+static inline void mw_cond_wait(mw_cond *c, mw_mutex *m) { pthread_cond_wait(c, m); }
+static inline void mw_cond_signal(mw_cond *c) { pthread_cond_signal(c); }
+static inline void mw_cond_broadcast(mw_cond *c) { pthread_cond_broadcast(c); }
+#endif
+
+/* Waits on c for at most ms milliseconds; returns 0 when signalled, 1 on timeout. */
+int mw_cond_timedwait_ms(mw_cond *c, mw_mutex *m, int ms);
+
+/* Starts a thread running fn(arg). Returns 0 on success. */
+int mw_thread_start(mw_thread *t, void *(*fn)(void *), void *arg);
+/* Waits for a thread started by mw_thread_start to end. */
+void mw_thread_join(mw_thread t);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t mw_now_ns(void);
+/* Sleeps for about us microseconds. */
+void mw_sleep_us(unsigned us);
+
+/* One gather-write element for mw_file_pwritev. */
+typedef struct mw_iovec { const void *base; size_t len; } mw_iovec;
+
+/* Opens (creating it when create is set) a file for reading and writing. */
+int mw_file_open(const char *path, int create, mw_fd *out, int *pErrno);
+int mw_file_close(mw_fd fd);
+/* Reads exactly n bytes at off; SQLITE_IOERR_SHORT_READ (buffer zero-filled past
+** what was read) when the file ends before. */
+int mw_file_pread(mw_fd fd, void *buf, size_t n, uint64_t off, int *pErrno);
+/* Writes all n bytes at off (retrying short writes); SQLITE_FULL on ENOSPC. */
+int mw_file_pwrite(mw_fd fd, const void *buf, size_t n, uint64_t off, int *pErrno);
+/* Writes the cnt buffers back to back at off, in as few system calls as it can. */
+int mw_file_pwritev(mw_fd fd, const mw_iovec *iov, int cnt, uint64_t off, int *pErrno);
+/* Makes written data durable: fdatasync, or F_FULLFSYNC on macOS when full is set. */
+int mw_file_datasync(mw_fd fd, int full, int *pErrno);
+/* Makes data and metadata durable (fsync). */
+int mw_file_sync(mw_fd fd, int *pErrno);
+/* Reserves disk blocks up to size bytes without changing what reads return
+** (fallocate / posix_fallocate / extending the file); SQLITE_FULL when the disk
+** has no room. */
+int mw_file_preallocate(mw_fd fd, uint64_t size, int *pErrno);
+int mw_file_truncate(mw_fd fd, uint64_t size, int *pErrno);
+int mw_file_size(mw_fd fd, uint64_t *pSize, int *pErrno);
+/* Syncs the directory that holds path, so that a create, delete or truncate of a
+** file in it is durable. A no-op where the OS has no such call (Windows). */
+int mw_dir_sync(const char *path, int *pErrno);
+/* Deletes a file; SQLITE_OK when it did not exist. */
+int mw_file_delete(const char *path, int *pErrno);
+/* 1 when the file exists. */
+int mw_file_exists(const char *path);
+
+#endif /* MW_PLATFORM_H */

@@ -1,0 +1,216 @@
+/*
+** platform_posix.c: the file calls and threads of platform.h for Linux, macOS,
+** Android and iOS. Owns nothing but system calls; never calls SQLite.
+*/
+#ifndef _WIN32
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE
+#endif
+#include "mw_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fail(int rc, int *pErrno) {
+  if (pErrno) *pErrno = errno;
+  return rc;
+}
+
+static int io_error_for(int err, int fallback) {
+  return (err == ENOSPC || err == EDQUOT) ? SQLITE_FULL : fallback;
+}
+
+int mw_cond_timedwait_ms(mw_cond *c, mw_mutex *m, int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  return pthread_cond_timedwait(c, m, &ts) == ETIMEDOUT;
+}
+
+int mw_thread_start(mw_thread *t, void *(*fn)(void *), void *arg) {
+  return pthread_create(t, 0, fn, arg);
+}
+
+void mw_thread_join(mw_thread t) { pthread_join(t, 0); }
+
+uint64_t mw_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void mw_sleep_us(unsigned us) {
+  struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L };
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+int mw_file_open(const char *path, int create, mw_fd *out, int *pErrno) {
+  int fd;
+  do {
+    fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return fail(SQLITE_CANTOPEN, pErrno);
+  *out = fd;
+  return SQLITE_OK;
+}
+
+int mw_file_close(mw_fd fd) {
+  return close(fd) == 0 ? SQLITE_OK : SQLITE_IOERR_CLOSE;
+}
+
+int mw_file_pread(mw_fd fd, void *buf, size_t n, uint64_t off, int *pErrno) {
+  unsigned char *p = buf;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = pread(fd, p + done, n - done, (off_t)(off + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return fail(SQLITE_IOERR_READ, pErrno);
+    }
+    if (got == 0) {
+      memset(p + done, 0, n - done);
+      return SQLITE_IOERR_SHORT_READ;
+    }
+    done += (size_t)got;
+  }
+  return SQLITE_OK;
+}
+
+int mw_file_pwrite(mw_fd fd, const void *buf, size_t n, uint64_t off, int *pErrno) {
+  mw_iovec one = { buf, n };
+  return mw_file_pwritev(fd, &one, 1, off, pErrno);
+}
+
+int mw_file_pwritev(mw_fd fd, const mw_iovec *iov, int cnt, uint64_t off, int *pErrno) {
+  /* Copy into struct iovec in batches, advancing past what each call wrote. */
+  enum { BATCH = 64 };
+  struct iovec v[BATCH];
+  int i = 0;
+  size_t skip = 0; /* bytes of iov[i] already written */
+  while (i < cnt) {
+    int k = 0;
+    for (int j = i; j < cnt && k < BATCH && k < IOV_MAX; j++) {
+      size_t s = (j == i) ? skip : 0;
+      if (iov[j].len == s) continue;
+      v[k].iov_base = (void *)((const unsigned char *)iov[j].base + s);
+      v[k].iov_len = iov[j].len - s;
+      k++;
+    }
+    if (k == 0) break;
+    ssize_t wrote = pwritev(fd, v, k, (off_t)off);
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      return fail(io_error_for(errno, SQLITE_IOERR_WRITE), pErrno);
+    }
+    if (wrote == 0) {
+      errno = ENOSPC;
+      return fail(SQLITE_FULL, pErrno);
+    }
+    off += (uint64_t)wrote;
+    size_t left = (size_t)wrote;
+    while (i < cnt && left > 0) {
+      size_t rest = iov[i].len - skip;
+      if (left >= rest) { left -= rest; i++; skip = 0; }
+      else { skip += left; left = 0; }
+    }
+    while (i < cnt && iov[i].len == skip) { i++; skip = 0; }
+  }
+  return SQLITE_OK;
+}
+
+int mw_file_datasync(mw_fd fd, int full, int *pErrno) {
+#if defined(__APPLE__)
+  if (full && fcntl(fd, F_FULLFSYNC, 0) == 0) return SQLITE_OK;
+  /* F_FULLFSYNC is not supported by every file system: fall back to fsync. */
+  if (fsync(fd) != 0) return fail(SQLITE_IOERR_FSYNC, pErrno);
+  return SQLITE_OK;
+#else
+  (void)full;
+  int r;
+  do { r = fdatasync(fd); } while (r != 0 && errno == EINTR);
+  return r == 0 ? SQLITE_OK : fail(SQLITE_IOERR_FSYNC, pErrno);
+#endif
+}
+
+int mw_file_sync(mw_fd fd, int *pErrno) {
+  int r;
+  do { r = fsync(fd); } while (r != 0 && errno == EINTR);
+  return r == 0 ? SQLITE_OK : fail(SQLITE_IOERR_FSYNC, pErrno);
+}
+
+int mw_file_preallocate(mw_fd fd, uint64_t size, int *pErrno) {
+  uint64_t cur;
+  int rc = mw_file_size(fd, &cur, pErrno);
+  if (rc != SQLITE_OK) return rc;
+  if (cur >= size) return SQLITE_OK;
+#if defined(__linux__)
+  /* KEEP_SIZE would leave the size unchanged, but then every fdatasync must also
+  ** write the size: extend the file so that later syncs of the range are data-only. */
+  int r;
+  do { r = fallocate(fd, 0, (off_t)cur, (off_t)(size - cur)); } while (r != 0 && errno == EINTR);
+  if (r == 0) return SQLITE_OK;
+  if (errno != EOPNOTSUPP && errno != ENOSYS) {
+    return fail(io_error_for(errno, SQLITE_IOERR_TRUNCATE), pErrno);
+  }
+#endif
+  /* No fallocate: write zeros so that the blocks are really reserved. */
+  static const unsigned char zeros[65536];
+  while (cur < size) {
+    size_t n = (size - cur) < sizeof(zeros) ? (size_t)(size - cur) : sizeof(zeros);
+    rc = mw_file_pwrite(fd, zeros, n, cur, pErrno);
+    if (rc != SQLITE_OK) return rc;
+    cur += n;
+  }
+  return SQLITE_OK;
+}
+
+int mw_file_truncate(mw_fd fd, uint64_t size, int *pErrno) {
+  int r;
+  do { r = ftruncate(fd, (off_t)size); } while (r != 0 && errno == EINTR);
+  return r == 0 ? SQLITE_OK : fail(SQLITE_IOERR_TRUNCATE, pErrno);
+}
+
+int mw_file_size(mw_fd fd, uint64_t *pSize, int *pErrno) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return fail(SQLITE_IOERR_FSTAT, pErrno);
+  *pSize = (uint64_t)st.st_size;
+  return SQLITE_OK;
+}
+
+int mw_dir_sync(const char *path, int *pErrno) {
+  size_t n = strlen(path);
+  char *dir = malloc(n + 2);
+  if (!dir) return SQLITE_NOMEM;
+  memcpy(dir, path, n + 1);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = 0;
+  else if (slash) *slash = 0;
+  else { dir[0] = '.'; dir[1] = 0; }
+  int fd = open(dir, O_RDONLY | O_CLOEXEC);
+  free(dir);
+  if (fd < 0) return fail(SQLITE_IOERR_DIR_FSYNC, pErrno);
+  int rc = SQLITE_OK;
+  if (fsync(fd) != 0 && errno != EINVAL) rc = fail(SQLITE_IOERR_DIR_FSYNC, pErrno);
+  close(fd);
+  return rc;
+}
+
+int mw_file_delete(const char *path, int *pErrno) {
+  if (unlink(path) == 0 || errno == ENOENT) return SQLITE_OK;
+  return fail(SQLITE_IOERR_DELETE, pErrno);
+}
+
+int mw_file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+#endif /* !_WIN32 */

@@ -1,0 +1,63 @@
+#!/usr/bin/env node
+// Brings the pinned toolchain when it is missing: the npm dev dependencies (from the
+// lock file) and Zig from PyPI into .tools/zig. Nothing is installed globally.
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const ZIG_VERSION = "0.14.1";
+export const zigDir = join(root, ".tools", "zig");
+export const zigBinary = join(zigDir, "ziglang", process.platform === "win32" ? "zig.exe" : "zig");
+
+function run(cmd, args) {
+  console.log(`[bootstrap] ${cmd} ${args.join(" ")}`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit" });
+  if (r.status !== 0) {
+    console.error(`[bootstrap] failed: ${cmd} ${args.join(" ")} (exit ${r.status ?? r.signal})`);
+    process.exit(1);
+  }
+}
+
+function npmIsCurrent() {
+  const marker = join(root, "node_modules", ".package-lock.json");
+  if (!existsSync(marker)) return false;
+  if (statSync(marker).mtimeMs < statSync(join(root, "package-lock.json")).mtimeMs) return false;
+  for (const bin of ["bun", "deno", "vitest", "tsc"]) {
+    if (!existsSync(join(root, "node_modules", ".bin", bin))) return false;
+  }
+  return true;
+}
+
+function zigIsCurrent() {
+  const info = join(zigDir, `ziglang-${ZIG_VERSION}.dist-info`);
+  return existsSync(zigBinary) && existsSync(info);
+}
+
+export function bootstrap() {
+  if (!npmIsCurrent()) {
+    // bun and deno ship their binaries in per-platform optional packages, so no install
+    // script has to run (npm 11 does not run them unless allowed). `npm install` follows the
+    // lock file; `npm ci` trips over an optional dependency of vite that npm leaves out of it.
+    run("npm", ["install", "--no-audit", "--no-fund", "--ignore-scripts"]);
+  }
+  if (!zigIsCurrent()) {
+    run("python3", [
+      "-m", "pip", "install", "--disable-pip-version-check", "--no-warn-script-location",
+      "--upgrade", "--target", zigDir, `ziglang==${ZIG_VERSION}`,
+    ]);
+  }
+  const version = spawnSync(zigBinary, ["version"], { encoding: "utf8" }).stdout?.trim();
+  if (version !== ZIG_VERSION) {
+    console.error(`[bootstrap] expected zig ${ZIG_VERSION} at ${zigBinary}, found ${version ?? "nothing"}`);
+    process.exit(1);
+  }
+  const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8"));
+  return { zig: zigBinary, lockfileVersion: lock.lockfileVersion };
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  bootstrap();
+  console.log("[bootstrap] toolchain ready");
+}
