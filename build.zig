@@ -159,6 +159,25 @@ pub fn build(b: *std.Build) void {
         test_step.dependOn(&run.step);
     }
 
+    // Native benchmarks: every bench/native/*.c is one program linked with the static library.
+    if (b.build_root.handle.openDir("bench/native", .{ .iterate = true })) |bench_dir_const| {
+        var bench_dir = bench_dir_const;
+        defer bench_dir.close();
+        var bit = bench_dir.iterate();
+        while (bit.next() catch @panic("cannot list bench/native")) |entry| {
+            if (entry.kind != .file or !std.mem.endsWith(u8, entry.name, ".c")) continue;
+            const mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true });
+            mod.addCSourceFile(.{ .file = b.path(b.fmt("bench/native/{s}", .{entry.name})), .flags = &engine_flags });
+            mod.addIncludePath(b.path("native/include"));
+            mod.addIncludePath(b.path("native/src"));
+            mod.addIncludePath(b.path("native/sqlite"));
+            mod.addIncludePath(b.path("bench/native"));
+            mod.linkLibrary(host.static);
+            const exe = b.addExecutable(.{ .name = b.dupe(entry.name[0 .. entry.name.len - 2]), .root_module = mod });
+            b.installArtifact(exe);
+        }
+    } else |_| {}
+
     // Every release target, then the artifact checks.
     const release_step = b.step("release", "Build every release target and check the artifacts");
     const check = b.addSystemCommand(&.{ "node", "release/check-artifacts.mjs", "zig-out/release" });

@@ -1,0 +1,88 @@
+/*
+** log.h: the durable commit log "<db>-mw" of one database, with group commit and
+** recovery. docs/format.md describes the bytes.
+**
+** Owns: the log file, its header, its records, the group-commit writer and syncer,
+** the recovery scan, and the switch to a shorter log after a compaction.
+** Never touches: the database file, the page store, SQLite.
+**
+** The commit path calls, in this order (engine.md section 5):
+**   mw_log_reserve       outside every lock: room in the file for the record, so that
+**                        a full disk fails with SQLITE_FULL before anything is assigned;
+**   mw_log_assign        under the caller's publication lock, in epoch order: the
+**                        record's offset (epoch order = log order);
+**   mw_log_submit        outside the lock: the record goes to the staging area; the
+**                        group writer writes the contiguous prefix of finished records
+**                        with one pwritev while the syncer syncs the previous group;
+**   mw_log_wait_durable  returns when a sync that began after the record was written
+**                        has finished (or at once when the log is not synchronous).
+** A record that was reserved but not assigned is given back with mw_log_unreserve.
+** A record that was assigned must be submitted (an empty one, if the commit failed
+** after assign, is not possible: assign only after validation succeeded).
+*/
+#ifndef MW_LOG_H
+#define MW_LOG_H
+
+#include "mw_internal.h"
+
+typedef struct mw_log mw_log;
+
+typedef struct mw_log_options {
+  int page_size;        /* bytes per page image in records */
+  int sync_mode;        /* 0 = no sync (synchronous=OFF), 1 = data sync per group */
+  int full_fsync;       /* F_FULLFSYNC on macOS (mw_fullfsync=1) */
+  uint64_t prealloc_step; /* bytes to preallocate at a time (0 = default 4 MiB) */
+} mw_log_options;
+
+/* Called by recovery for every valid record, in epoch order. pgnos[i] is the page
+** number of images + i * page_size. Return SQLITE_OK to go on. */
+typedef int (*mw_log_replay_fn)(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+                                const uint32_t *pgnos, const unsigned char *images);
+
+/* Opens "<db_path>-mw", creating it (base epoch 1) when missing, and replays the
+** longest valid run of records with consecutive epochs after the base epoch; a torn
+** or damaged tail is cut durably. Returns SQLITE_CORRUPT for a damaged header with
+** records behind it, SQLITE_CANTOPEN (file left untouched) for another format version
+** or unknown feature bit, or an I/O error. *pzErr receives a message (sqlite3_malloc)
+** on failure. On success *pBase is the base epoch and *pLast the last replayed epoch
+** (== *pBase when the log holds no record). */
+int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_fn replay,
+                void *ctx, mw_log **out, uint64_t *pBase, uint64_t *pLast, char **pzErr);
+
+/* Bytes a record of npages pages takes in the log. */
+uint64_t mw_log_record_size(const mw_log *log, int npages);
+
+/* Ensures room for a record of `bytes` bytes beyond every reservation already held;
+** SQLITE_FULL when the disk has none (nothing is assigned then). Space comes back
+** with mw_log_unreserve or is consumed by mw_log_assign. */
+int mw_log_reserve(mw_log *log, uint64_t bytes);
+void mw_log_unreserve(mw_log *log, uint64_t bytes);
+
+/* Assigns the log offset of the record of `epoch` (bytes as reserved). Must be
+** called in strictly increasing epoch order, under the caller's publication lock. */
+uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes);
+
+/* Writes the record at its assigned offset (through the group writer). The images
+** are copied; the call returns once the record is staged or written. */
+int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages, int npages,
+                  const uint32_t *pgnos, const unsigned char *const *images);
+
+/* Waits until the record that ends at `end_offset` is durable. Returns the error of
+** the write or sync that failed; once one failed, every later wait fails too. */
+int mw_log_wait_durable(mw_log *log, uint64_t end_offset);
+
+/* After the compactor wrote every page up to epoch `base` into the database file and
+** synced it: makes `base` the log's base epoch durably and drops the records <= base
+** (the log is rewritten to hold only the newer records, switched atomically; a crash
+** at any point leaves a log that replays to the same state). Blocks assignment while
+** it switches. */
+int mw_log_compacted(mw_log *log, uint64_t base);
+
+/* Current size of the log in bytes (what MW_STAT_LOG_BYTES reports). */
+uint64_t mw_log_size(mw_log *log);
+
+/* Closes the log. With remove set (the last close after a full compaction) the
+** file is deleted durably. */
+int mw_log_close(mw_log *log, int remove);
+
+#endif /* MW_LOG_H */
