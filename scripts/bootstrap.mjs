@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Brings the pinned toolchain when it is missing: the npm dev dependencies (from the
 // lock file) and Zig from PyPI into .tools/zig. Nothing is installed globally.
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,10 +21,14 @@ function run(cmd, args) {
   }
 }
 
+// node_modules is current when it was installed from this very lock file.
+const lockMarker = join(root, "node_modules", ".sqlite-multiwriter-lock.sha256");
+function lockHash() {
+  return createHash("sha256").update(readFileSync(join(root, "package-lock.json"))).digest("hex");
+}
+
 function npmIsCurrent() {
-  const marker = join(root, "node_modules", ".package-lock.json");
-  if (!existsSync(marker)) return false;
-  if (statSync(marker).mtimeMs < statSync(join(root, "package-lock.json")).mtimeMs) return false;
+  if (!existsSync(lockMarker) || readFileSync(lockMarker, "utf8") !== lockHash()) return false;
   for (const bin of ["bun", "deno", "vitest", "tsc"]) {
     if (!existsSync(join(root, "node_modules", ".bin", bin))) return false;
   }
@@ -41,6 +46,7 @@ export function bootstrap() {
     // script has to run (npm 11 does not run them unless allowed). `npm install` follows the
     // lock file; `npm ci` trips over an optional dependency of vite that npm leaves out of it.
     run("npm", ["install", "--no-audit", "--no-fund", "--ignore-scripts"]);
+    writeFileSync(lockMarker, lockHash());
   }
   if (!zigIsCurrent()) {
     run("python3", [
@@ -53,8 +59,7 @@ export function bootstrap() {
     console.error(`[bootstrap] expected zig ${ZIG_VERSION} at ${zigBinary}, found ${version ?? "nothing"}`);
     process.exit(1);
   }
-  const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8"));
-  return { zig: zigBinary, lockfileVersion: lock.lockfileVersion };
+  return { zig: zigBinary };
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
