@@ -256,10 +256,13 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   all(...params: Params): Row[] {
     const h = this.#start(params);
     const s = this.#f.sym;
-    const n = this.#columns(h);
     const rows: Row[] = [];
     let rc: number;
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) rows.push(this.#row(h, n));
+    let n = -1; // read after the first step: a re-prepare after a schema change may alter it
+    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
+      if (n < 0) n = this.#columns(h);
+      rows.push(this.#row(h, n));
+    }
     if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
     s.sqlite3_reset(h);
     return rows;
@@ -269,10 +272,9 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   get(...params: Params): Row | null {
     const h = this.#start(params);
     const s = this.#f.sym;
-    const n = this.#columns(h);
     const rc = s.sqlite3_step(h);
     if (rc === SQLITE_ROW) {
-      const row = this.#row(h, n);
+      const row = this.#row(h, this.#columns(h));
       s.sqlite3_reset(h);
       return row;
     }
@@ -285,10 +287,13 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   values(...params: Params): SQLValue[][] {
     const h = this.#start(params);
     const s = this.#f.sym;
-    const n = this.#columns(h);
     const rows: SQLValue[][] = [];
     let rc: number;
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) rows.push(this.#array(h, n));
+    let n = -1;
+    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
+      if (n < 0) n = this.#columns(h);
+      rows.push(this.#array(h, n));
+    }
     if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
     s.sqlite3_reset(h);
     return rows;
@@ -298,10 +303,9 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   value(...params: Params): SQLValue[] | undefined {
     const h = this.#start(params);
     const s = this.#f.sym;
-    const n = this.#columns(h);
     const rc = s.sqlite3_step(h);
     if (rc === SQLITE_ROW) {
-      const row = this.#array(h, n);
+      const row = this.#array(h, this.#columns(h));
       s.sqlite3_reset(h);
       return row;
     }
@@ -318,7 +322,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     const h = this.#start(params);
     const generation = this.#generation;
     this.#active = true;
-    const n = this.#columns(h);
+    let n = -1;
     const s = this.#f.sym;
     let done = false;
     const finish = (): void => {
@@ -337,7 +341,10 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
           throw misuse("the statement was run again while this iterator was open", this.#sql);
         }
         const rc = s.sqlite3_step(h);
-        if (rc === SQLITE_ROW) return { done: false, value: this.#row(h, n) };
+        if (rc === SQLITE_ROW) {
+          if (n < 0) n = this.#columns(h);
+          return { done: false, value: this.#row(h, n) };
+        }
         if (rc !== SQLITE_DONE) {
           done = true;
           throw this.#fail(h, rc);
