@@ -270,10 +270,14 @@ function plot(x0, y0, w, h, title, series, writers, opts) {
 
 export function renderSvg(rows, title) {
   const figs = figures(rows);
-  const panels = uniq(figs.map((r) => key(harnessName(r), r.mode))).sort();
+  const modeRank = (m) => (m === "threads" ? 0 : 1);
+  const panels = uniq(figs.map((r) => key(harnessName(r), r.mode))).sort((a, b) => {
+    const [ha, ma] = a.split("\u0000"), [hb, mb] = b.split("\u0000");
+    return (ha === "native C" ? 0 : 1) - (hb === "native C" ? 0 : 1) || ha.localeCompare(hb) || modeRank(ma) - modeRank(mb);
+  });
   const workloads = uniq(figs.map((r) => r.workload)).sort(byOrder(WORKLOAD_ORDER));
   const variants = uniq(figs.map((r) => r.variant)).sort(byOrder(VARIANT_ORDER));
-  const PW = 230, PH = 150, top = 50, left = 70;
+  const PW = 230, PH = 150, top = 62, left = 70;
   const width = left + panels.length * 2 * PW + 10;
   const height = top + workloads.length * PH + 30;
   const g = [];
