@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bench/run-full.sh: the full comparison in one go, sized for a 16-core machine and under
+# 8 minutes: native C (mwbench) and the TypeScript harness under Bun, every workload and
+# variant, 1/4/16 writers, threads and processes; the turso peer (threads) when it is
+# installed in bench/peer; Deno on a subset (bulk and hot, sqlite and mw, threads). Every
+# run is validated; a failed check is an "error" line and makes this script exit 1.
+#
+#   bench/run-full.sh [OUT]      (default OUT: bench/results/full-<UTC time>)
+#
+# Writes to OUT: native.jsonl, ts-bun.jsonl, ts-deno.jsonl, turso.jsonl, the logs of each
+# step (*.log), report.md and chart.svg (node bench/report.mjs), and the databases of the
+# runs under OUT/db (on the disk under test; set DBDIR to put them elsewhere).
+# Environment: WRITERS (default 1,4,16), BUDGET_S (default 450: the seconds the runs may
+# take; the measured period of each run is derived from it), WARMUP/DURATION (fix them
+# instead; the published figures use WARMUP=2 DURATION=8, which takes about 50 minutes).
+# Needs: the bootstrap (node scripts/bootstrap.mjs); builds the native code if missing.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+OUT=${1:-bench/results/full-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT" || { echo "run-full: cannot create $OUT"; exit 2; }
+OUT=$(cd "$OUT" && pwd)
+DBDIR=${DBDIR:-$OUT/db}
+WRITERS=${WRITERS:-1,4,16}
+BUDGET_S=${BUDGET_S:-450}
+START=$(date +%s)
+log() { printf '[run-full %4ss] %s\n' $(($(date +%s) - START)) "$*" | tee -a "$OUT/run-full.log"; }
+
+if [ ! -x zig-out/bin/mwbench ] || { [ ! -e zig-out/lib/libmwsqlite3.so ] && [ ! -e zig-out/lib/libmwsqlite3.dylib ]; }; then
+  log "building (node scripts/zig.mjs build)"
+  node scripts/zig.mjs build >"$OUT/build.log" 2>&1 || { log "build failed, see $OUT/build.log"; exit 1; }
+fi
+BUN=$(node bench/runtimes.mjs bun) || { log "no bun (run node scripts/bootstrap.mjs)"; exit 1; }
+DENO=$(node bench/runtimes.mjs deno 2>/dev/null || true)
+
+# Runs planned: native and Bun 6 workloads x 4 variants x writers x 2 modes, turso 6 x writers,
+# Deno 2 x 2 x writers. Each costs its warm-up + measured period + about 0.4 s of setup.
+NW=$(echo "$WRITERS" | tr ',' '\n' | grep -c .)
+RUNS=$((6 * 4 * NW * 2 * 2 + 6 * NW + 4 * NW))
+if [ -z "${DURATION:-}" ]; then
+  PER=$(node -e "console.log(Math.max(0.5, $BUDGET_S / $RUNS - 0.4).toFixed(2))")
+  WARMUP=${WARMUP:-$(node -e "console.log(Math.max(0.1, $PER * 0.2).toFixed(2))")}
+  DURATION=$(node -e "console.log(Math.max(0.4, $PER - $WARMUP).toFixed(2))")
+fi
+WARMUP=${WARMUP:-0.25}
+COMMON=(--writers "$WRITERS" --warmup "$WARMUP" --duration "$DURATION")
+log "out $OUT, databases in $DBDIR, writers $WRITERS, $RUNS runs of ${WARMUP} s + ${DURATION} s"
+log "bun $BUN; deno ${DENO:-none}; $(nproc 2>/dev/null || sysctl -n hw.ncpu) cores"
+
+status=0
+step() { # name, command...
+  local name=$1
+  shift
+  log "$name: $*"
+  "$@" 2>"$OUT/$name.log"
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    log "$name: exit $rc (see $OUT/$name.log)"
+    status=1
+  fi
+  log "$name: done"
+}
+
+step native zig-out/bin/mwbench --workloads all --variants all --modes threads,processes "${COMMON[@]}" \
+  --dir "$DBDIR/native" --out "$OUT/native.jsonl" --label full
+step ts-bun "$BUN" bench/ts/bench.ts --workloads all --variants all --modes threads,processes "${COMMON[@]}" \
+  --dir "$DBDIR/ts" --out "$OUT/ts-bun.jsonl" --label full
+step turso "$BUN" bench/peer/turso.ts --workloads all --modes threads,processes "${COMMON[@]}" \
+  --dir "$DBDIR/turso" --out "$OUT/turso.jsonl" --label full
+if [ -n "$DENO" ]; then
+  step ts-deno "$DENO" run -A bench/ts/bench.ts --workloads bulk,hot --variants sqlite,mw --modes threads \
+    "${COMMON[@]}" --dir "$DBDIR/deno" --out "$OUT/ts-deno.jsonl" --label full
+fi
+rm -rf "$DBDIR"
+
+inputs=()
+for f in native ts-bun turso ts-deno; do [ -s "$OUT/$f.jsonl" ] && inputs+=("$OUT/$f.jsonl"); done
+if node bench/report.mjs --out "$OUT" --title "sqlite-multiwriter: full comparison ($(hostname), $(date -u +%Y-%m-%d))" \
+  "${inputs[@]}" >/dev/null 2>"$OUT/report.log"; then
+  log "report: $OUT/report.md, $OUT/chart.svg"
+else
+  log "report failed (see $OUT/report.log)"
+  status=1
+fi
+errors=$(cat "${inputs[@]}" 2>/dev/null | grep -c '"error":' || true)
+log "finished in $(($(date +%s) - START)) s; $errors failed runs; exit $status"
+exit $status
