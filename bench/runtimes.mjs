@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // bench/runtimes.mjs: finds the JS runtimes the benchmark and the demo run under, from the
-// project's own node_modules first (the bootstrap installs them with --ignore-scripts, so
-// node_modules/.bin/bun can be npm's placeholder: the real binary is in the per-platform
-// package @oven/bun-<os>-<arch>[-musl][-baseline]), then from PATH.
+// project's own node_modules first (node_modules/.bin/bun, which is npm's placeholder until
+// Bun's postinstall ran: then the real binary of the per-platform package
+// @oven/bun-<os>-<arch>[-musl][-baseline]), then from PATH.
 //   node bench/runtimes.mjs bun|deno   prints the path, exit 1 when none runs
 // Reads only; never installs anything.
 import { existsSync, readdirSync } from "node:fs";
@@ -21,14 +21,15 @@ function runs(bin) {
 export function findBun() {
   const exe = process.platform === "win32" ? "bun.exe" : "bun";
   const oven = join(root, "node_modules", "@oven");
-  const candidates = [];
+  // node_modules/.bin/bun works once Bun's postinstall ran (the bootstrap runs it).
+  const candidates = [join(root, "node_modules", ".bin", exe)];
   if (existsSync(oven)) {
     const prefix = `bun-${process.platform === "win32" ? "windows" : process.platform}-${process.arch}`;
     // Prefer the plain build, then -baseline, then musl variants.
     const dirs = readdirSync(oven).filter((d) => d.startsWith(prefix)).sort((a, b) => a.length - b.length);
     for (const d of dirs) candidates.push(join(oven, d, "bin", exe));
   }
-  candidates.push(join(root, "node_modules", ".bin", exe), exe);
+  candidates.push(exe);
   for (const c of candidates) if ((c === exe || existsSync(c)) && runs(c)) return c;
   return null;
 }
