@@ -38,7 +38,8 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
   switch (typeof v) {
     case "number":
       if (Number.isInteger(v)) {
-        if (v >= -2147483648 && v <= 2147483647) return s.sqlite3_bind_int(stmt, i, v);
+        // `| 0` turns -0 into 0: Deno refuses -0 as an i32 ("expected integer").
+        if (v >= -2147483648 && v <= 2147483647) return s.sqlite3_bind_int(stmt, i, v | 0);
         if (Number.isSafeInteger(v)) return s.sqlite3_bind_int64(stmt, i, v);
       }
       return s.sqlite3_bind_double(stmt, i, v);
@@ -128,7 +129,7 @@ export function setResult(f: Ffi, ctx: Ptr, v: unknown): void {
   const s = f.sym;
   switch (typeof v) {
     case "number":
-      if (Number.isSafeInteger(v)) s.sqlite3_result_int64(ctx, v);
+      if (Number.isSafeInteger(v)) s.sqlite3_result_int64(ctx, v + 0); // + 0: no -0
       else s.sqlite3_result_double(ctx, v);
       return;
     case "bigint":

@@ -20,6 +20,7 @@ describe("custom scalar functions", () => {
     db.function("give", (what) => {
       switch (what) {
         case "int": return 7;
+        case "negzero": return -0;
         case "real": return 0.5;
         case "big": return 2n ** 62n;
         case "text": return "héllo";
@@ -34,6 +35,7 @@ describe("custom scalar functions", () => {
     const g = db.query("SELECT give(?) AS v, typeof(give(?1)) AS t");
     expect(g.get("int")).toEqual({ v: 7, t: "integer" });
     expect(g.get("real")).toEqual({ v: 0.5, t: "real" });
+    expect(g.get("negzero")).toEqual({ v: 0, t: "integer" });
     expect(g.get("big")).toEqual({ v: 2n ** 62n, t: "integer" });
     expect(g.get("text")).toEqual({ v: "héllo", t: "text" });
     expect(g.get("empty")).toEqual({ v: "", t: "text" });

@@ -155,6 +155,7 @@ describe("values", () => {
     expect(q.get(42)).toEqual({ v: 42, t: "integer" });
     expect(q.get(-3_000_000_000)).toEqual({ v: -3_000_000_000, t: "integer" });
     expect(q.get(1.25)).toEqual({ v: 1.25, t: "real" });
+    expect(q.get(-0)).toEqual({ v: 0, t: "integer" }); // Deno's FFI refuses a raw -0
     expect(q.get("héllo ✓")).toEqual({ v: "héllo ✓", t: "text" });
     expect(q.get(true)).toEqual({ v: 1, t: "integer" });
     expect(q.get(false)).toEqual({ v: 0, t: "integer" });
