@@ -29,6 +29,7 @@ const STEPS = [
   { name: "C tests (zig build test)", cmd: ["node", "scripts/zig.mjs", "build", "test"] },
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
+  { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },
   { name: "vitest under Bun", cmd: () => [bunBinary(), "--bun", bin("vitest"), "run"], vitest: true },
   { name: "vitest under Deno", cmd: () => [bin("deno"), "run", "-A", "npm:vitest", "run"], vitest: true },
 ];
