@@ -173,6 +173,23 @@ describe("values", () => {
     expect(row).toEqual({ name: "", data: new Uint8Array(0), tn: "text", td: "blob" });
   });
 
+  it("integers: numbers up to 2^53 - 1, BigInt from 2^53 on, both signs", () => {
+    const q = db.query("SELECT ? AS v");
+    expect(q.get(Number.MAX_SAFE_INTEGER)).toEqual({ v: Number.MAX_SAFE_INTEGER });
+    expect(q.get(-Number.MAX_SAFE_INTEGER)).toEqual({ v: -Number.MAX_SAFE_INTEGER });
+    expect(q.get(2n ** 53n)).toEqual({ v: 2n ** 53n });
+    expect(q.get(-(2n ** 53n))).toEqual({ v: -(2n ** 53n) });
+    expect(q.get(2n ** 63n - 1n)).toEqual({ v: 2n ** 63n - 1n });
+    expect(q.get(-(2n ** 63n))).toEqual({ v: -(2n ** 63n) });
+  });
+
+  it("long and non-ASCII text round-trips", () => {
+    const q = db.query("SELECT ? AS v, length(?1) AS n");
+    const long = "ab\u00e9\u4e2d\u{1F600}".repeat(20_000);
+    expect(q.get(long)).toEqual({ v: long, n: 5 * 20_000 });
+    expect(q.get("x".repeat(100_000))).toEqual({ v: "x".repeat(100_000), n: 100_000 });
+  });
+
   it("text with an embedded NUL survives", () => {
     expect(db.query("SELECT ? AS v").get("a\0b")).toEqual({ v: "a\0b" });
   });
