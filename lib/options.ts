@@ -77,7 +77,9 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
     ? typeof value === "string" || value instanceof URL
     : kind === "number"
     ? typeof value === "number" && Number.isFinite(value) && value >= 0
-    : typeof value === kind;
+    : kind === "boolean"
+    ? typeof value === "boolean"
+    : typeof value === "string";
   if (!ok) {
     const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
     throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);

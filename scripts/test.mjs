@@ -30,6 +30,7 @@ const STEPS = [
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
   { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },
+  { name: "lint lib/ (deno lint)", cmd: () => [bin("deno"), "lint", "lib"] },
   { name: "vitest under Bun", cmd: () => [bunBinary(), "--bun", bin("vitest"), "run"], vitest: true },
   { name: "vitest under Deno", cmd: () => [bin("deno"), "run", "-A", "npm:vitest", "run"], vitest: true },
 ];
