@@ -106,6 +106,7 @@ export class Database {
   readonly #internal = new Map<string, Statement>();
   readonly #callbacks: NativeCallback[] = [];
   #pending: unknown = undefined;
+  #inCallback = 0;
   #depth = 0;
   #retries = 0;
   #lastAttempts = 0;
@@ -407,6 +408,7 @@ export class Database {
     const f = this.#f;
     const safe = this.#options.safeIntegers;
     const cb = f.callback("scalar", (ctx, argc, argv) => {
+      this.#inCallback++;
       try {
         const args = new Array<SQLValue>(argc);
         for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
@@ -416,6 +418,8 @@ export class Database {
         this.#pending = e;
         const message = e instanceof Error ? e.message : String(e);
         f.sym.sqlite3_result_error(ctx, cstr(message), -1);
+      } finally {
+        this.#inCallback--;
       }
     });
     const flags = UTF8 | (options.deterministic ? DETERMINISTIC : 0) |
@@ -552,6 +556,8 @@ export class Database {
   close(): void {
     const db = this.#db;
     if (db === null) return;
+    // SQLite is inside a statement that called us: closing now would free it under itself.
+    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function");
     for (const stmt of [...this.#statements]) stmt.finalize();
     this.#cache.clear();
     this.#internal.clear();
