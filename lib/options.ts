@@ -19,7 +19,7 @@ export interface DatabaseOptions {
   multiwriter?: boolean;
   /** Busy timeout in milliseconds (default 5000). */
   busyTimeout?: number;
-  /** Most attempts of one transaction() call before its SQLITE_BUSY error is thrown (default 1000). */
+  /** Most attempts of one transaction() call before its SQLITE_BUSY error is thrown (default 10000; the backoff caps at 2 ms). */
   maxAttempts?: number;
   /** The native library file to load (see the README for the search order). */
   libraryPath?: string | URL;
@@ -120,7 +120,7 @@ export function resolveOptions(options: DatabaseOptions | undefined): ResolvedOp
     safeIntegers: o.safeIntegers === true || o.int64 === true,
     multiwriter,
     busyTimeout: typeof o.busyTimeout === "number" ? Math.floor(o.busyTimeout) : 5000,
-    maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 1000,
+    maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 10_000,
     libraryPath: o.libraryPath as string | URL | undefined,
     engineParams,
   };
