@@ -101,9 +101,9 @@ export class Database {
   readonly #options: ReturnType<typeof resolveOptions>;
   #db: Ptr | null = null;
   readonly #path: string;
-  readonly #statements = new Set<Statement>();
-  readonly #cache = new Map<string, Statement>();
-  readonly #internal = new Map<string, Statement>();
+  readonly #statements = new Set<Statement<object>>();
+  readonly #cache = new Map<string, Statement<object>>();
+  readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
   #pending: unknown = undefined;
   #inCallback = 0;
@@ -265,25 +265,25 @@ export class Database {
   }
 
   /** A new prepared statement (finalize it, or let close() do it). */
-  prepare<Row extends Record<string, SQLValue> = Record<string, SQLValue>>(sql: string): Statement<Row> {
+  prepare<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
     const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, 0), sql);
-    this.#statements.add(stmt as unknown as Statement);
+    this.#statements.add(stmt);
     return stmt;
   }
 
   /** A prepared statement cached by its SQL (the same object for the same SQL). */
-  query<Row extends Record<string, SQLValue> = Record<string, SQLValue>>(sql: string): Statement<Row> {
+  query<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
     const hit = this.#cache.get(sql);
     if (hit !== undefined && !hit.finalized) return hit as unknown as Statement<Row>;
     this.#handle();
     const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
-    this.#statements.add(stmt as unknown as Statement);
+    this.#statements.add(stmt);
     if (this.#cache.size >= QUERY_CACHE_MAX) {
       // Forget the oldest entry (it stays usable by whoever holds it; close() finalizes it).
       const oldest = this.#cache.keys().next().value;
       if (oldest !== undefined) this.#cache.delete(oldest);
     }
-    this.#cache.set(sql, stmt as unknown as Statement);
+    this.#cache.set(sql, stmt);
     return stmt;
   }
 

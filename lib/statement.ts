@@ -34,7 +34,7 @@ export interface Connection {
   handle(): Ptr;
   /** The error for a failed call (SQLite's message, or a JS error thrown by a custom function). */
   error(rc: number, sql?: string): Error;
-  forget(stmt: Statement): void;
+  forget(stmt: Statement<object>): void;
 }
 
 function isNamed(v: unknown): v is BindParams {
@@ -45,7 +45,7 @@ function isNamed(v: unknown): v is BindParams {
 
 const NOT_LOADED = -1;
 
-export class Statement<Row extends Record<string, SQLValue> = Record<string, SQLValue>> {
+export class Statement<Row extends object = Record<string, SQLValue>> {
   readonly #c: Connection;
   readonly #f: Ffi;
   #h: Ptr | null;
