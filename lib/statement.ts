@@ -53,6 +53,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   #safe: boolean;
   #ncols = NOT_LOADED;
   #names: string[] = [];
+  #protoColumn = false;
   readonly #nparams: number;
   #byName: Map<string, number> | null = null;
   // Bumped at each execution, so that an iterator notices when its statement was re-run.
@@ -150,6 +151,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       const names: string[] = [];
       for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#f.sym.sqlite3_column_name(h, i)));
       this.#names = names;
+      this.#protoColumn = names.includes("__proto__");
       this.#ncols = n;
     }
     return n;
@@ -237,6 +239,18 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   #row(h: Ptr, n: number): Row {
     const row: Record<string, SQLValue> = {};
     const names = this.#names;
+    if (this.#protoColumn) {
+      // A column named __proto__ must be a plain property, never the row's prototype.
+      for (let i = 0; i < n; i++) {
+        Object.defineProperty(row, names[i], {
+          value: readColumn(this.#f, h, i, this.#safe),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return row as Row;
+    }
     for (let i = 0; i < n; i++) row[names[i]] = readColumn(this.#f, h, i, this.#safe);
     return row as Row;
   }

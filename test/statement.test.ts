@@ -83,6 +83,13 @@ describe("running statements", () => {
     expect(q instanceof Statement).toBe(true);
   });
 
+  it("a column named __proto__ is a plain property", () => {
+    const row = db.query("SELECT x'01' AS __proto__, 2 AS b").get()!;
+    expect(Object.getPrototypeOf(row)).toBe(Object.prototype);
+    expect(Object.keys(row)).toEqual(["__proto__", "b"]);
+    expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual(new Uint8Array([1]));
+  });
+
   it("SELECT * sees columns added after it was prepared", () => {
     const q = db.query("SELECT * FROM t");
     expect(q.columnNames).toEqual(["id", "name", "data", "n"]);
