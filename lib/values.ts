@@ -20,6 +20,7 @@ const INT64_MAX = 2n ** 63n - 1n;
 const EMPTY_TEXT = new Uint8Array(1);
 const encoder = new TextEncoder();
 const MAX_EXACT = 2 ** 53;
+const SCRATCH = new Uint8Array(3 * 1024);
 
 export function describe(value: unknown): string {
   if (value === null) return "null";
@@ -46,6 +47,12 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
       return s.sqlite3_bind_double(stmt, i, v);
     case "string": {
       if (v.length === 0) return s.sqlite3_bind_text(stmt, i, EMPTY_TEXT, 0, TRANSIENT);
+      // Short strings are encoded into one reused buffer (SQLite copies them at once);
+      // a UTF-16 unit takes at most 3 UTF-8 bytes, so the buffer is always big enough.
+      if (v.length * 3 <= SCRATCH.length) {
+        const { written } = encoder.encodeInto(v, SCRATCH);
+        return s.sqlite3_bind_text(stmt, i, SCRATCH, written, TRANSIENT);
+      }
       const bytes = encoder.encode(v);
       return s.sqlite3_bind_text(stmt, i, bytes, bytes.length, TRANSIENT);
     }
