@@ -69,6 +69,14 @@ describe("running statements", () => {
     expect(again.values()).toEqual([[2]]);
   });
 
+  it("the query cache is bounded; an evicted statement stays usable until close()", () => {
+    const first = db.query("SELECT 0 AS v");
+    for (let i = 1; i <= 300; i++) db.query(`SELECT ${i} AS v`);
+    expect(db.query("SELECT 0 AS v") === first).toBe(false); // evicted, prepared again
+    expect(first.get()).toEqual({ v: 0 });
+    expect(db.query("SELECT 300 AS v").get()).toEqual({ v: 300 });
+  });
+
   it("statement properties: columnNames, declaredTypes, paramsCount, readonly, source, expandedSql", () => {
     const q = db.prepare("SELECT id, name, 1 + 1 AS two FROM t WHERE id = ?");
     expect(q.columnNames).toEqual(["id", "name", "two"]);
