@@ -16,12 +16,12 @@
 
 static char tdir[64];
 
-static void tmp_init(void) {
+static inline void tmp_init(void) {
   strcpy(tdir, "/tmp/mw-reloc-XXXXXX");
   CHECK(mkdtemp(tdir) != NULL);
 }
 
-static void tmp_cleanup(void) {
+static inline void tmp_cleanup(void) {
   DIR *d = opendir(tdir);
   if (d != NULL) {
     struct dirent *e;
@@ -36,7 +36,7 @@ static void tmp_cleanup(void) {
   rmdir(tdir);
 }
 
-static const char *tpath(const char *name) {
+static inline const char *tpath(const char *name) {
   static char buf[4][256];
   static int next;
   char *p = buf[next++ & 3];
@@ -45,16 +45,16 @@ static const char *tpath(const char *name) {
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
+static inline uint64_t rnd(void) {
   uint64_t x = rng_state;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   return rng_state = x;
 }
-static uint32_t rnd_below(uint32_t n) { return (uint32_t)(rnd() % n); }
+static inline uint32_t rnd_below(uint32_t n) { return (uint32_t)(rnd() % n); }
 
-static void exec(sqlite3 *db, const char *sql) {
+static inline void exec(sqlite3 *db, const char *sql) {
   char *err = NULL;
   int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
   if (rc != SQLITE_OK) {
@@ -63,14 +63,14 @@ static void exec(sqlite3 *db, const char *sql) {
   }
 }
 
-static sqlite3 *open_db(const char *path) {
+static inline sqlite3 *open_db(const char *path) {
   sqlite3 *db = NULL;
   CHECK_RC(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix"),
            SQLITE_OK);
   return db;
 }
 
-static int64_t query_int(sqlite3 *db, const char *sql) {
+static inline int64_t query_int(sqlite3 *db, const char *sql) {
   sqlite3_stmt *st = NULL;
   CHECK_RC(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
   CHECK_RC(sqlite3_step(st), SQLITE_ROW);
@@ -79,7 +79,7 @@ static int64_t query_int(sqlite3 *db, const char *sql) {
   return v;
 }
 
-static unsigned char *read_file(const char *path, size_t *len) {
+static inline unsigned char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   CHECK(f != NULL);
   CHECK(fseek(f, 0, SEEK_END) == 0);
@@ -94,7 +94,7 @@ static unsigned char *read_file(const char *path, size_t *len) {
   return b;
 }
 
-static void write_file(const char *path, const unsigned char *b, size_t len) {
+static inline void write_file(const char *path, const unsigned char *b, size_t len) {
   FILE *f = fopen(path, "wb");
   CHECK(f != NULL);
   CHECK(fwrite(b, 1, len, f) == len);
@@ -109,7 +109,7 @@ static inline void copy_file(const char *from, const char *to) {
 }
 
 /* 1 when PRAGMA integrity_check says ok; prints what it says otherwise */
-static int integrity_ok(const char *path) {
+static inline int integrity_ok(const char *path) {
   sqlite3 *db = open_db(path);
   sqlite3_stmt *st = NULL;
   CHECK_RC(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
@@ -125,14 +125,14 @@ static int integrity_ok(const char *path) {
   return ok;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+static inline uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
 }
 
 /* Order-independent digest of every row of every table, plus row counts. */
-static uint64_t digest(const char *path) {
+static inline uint64_t digest(const char *path) {
   sqlite3 *db = open_db(path);
   sqlite3_stmt *tabs = NULL;
   CHECK_RC(sqlite3_prepare_v2(db,
