@@ -302,7 +302,7 @@ static void sim_setup(sim *s, unsigned char *file, size_t len, uint32_t ps, uint
   s->g = s->npages - n0;
   s->nws = s->npages;
   s->pages = malloc(len);
-  s->ws = malloc(s->nws * sizeof(mw_wpage));
+  s->ws = malloc((s->nws + 1) * sizeof(mw_wpage)); /* + 1: room for a mutator */
   CHECK(s->pages != NULL && s->ws != NULL);
   memcpy(s->pages, file, len);
   for (size_t i = 0; i < s->nws; i++) s->ws[i] = (mw_wpage){(uint32_t)i + 1, s->pages + i * ps};
@@ -558,6 +558,21 @@ static void m_beyond_end(sim *s, void *arg) {
   s->ws[ws_index(s, s->npages)].pgno = s->npages + 1;
 }
 
+/* one more new page that nothing references, as a page the transaction put
+** on the freelist would be (its page 1 freelist fields unchanged); a trunk
+** page with no leaves looks the same */
+static void m_new_free_page(sim *s, void *arg) {
+  static unsigned char extra[65536];
+  memset(extra, 0, sizeof extra);
+  (void)arg;
+  s->ws[s->nws++] = (mw_wpage){s->npages + 1, extra};
+  s->scratch_len = mw_reloc_scratch_size(s->nws);
+  free(s->scratch);
+  s->scratch = malloc(s->scratch_len);
+  CHECK(s->scratch != NULL);
+  mw_put4(s->ws[ws_index(s, 1)].data + 28, s->npages + 1);
+}
+
 static void m_not_first(sim *s, void *arg) {
   (void)arg;
   s->args.first_commit = 0;
@@ -640,6 +655,8 @@ static void check_refusals(unsigned char *file, size_t len, uint32_t ps, uint32_
                  "the page holding a right-most pointer to a new page is not seen");
   expect_refusal(file, len, ps, us, n0_mid, 3, m_orphan_overflow, NULL, MW_RELOC_UNKNOWN_PAGE,
                  MW_RELOC_UNKNOWN_PAGE, "written overflow pages reached from no written page");
+  expect_refusal(file, len, ps, us, n0, 3, m_new_free_page, NULL, MW_RELOC_UNKNOWN_PAGE,
+                 MW_RELOC_REF_MISSING, "a new page on the freelist");
   expect_refusal(file, len, ps, us, n0, 3, m_drop_new_page, NULL, MW_RELOC_NOT_RANGE,
                  MW_RELOC_NOT_RANGE, "a new page missing from the write set");
   expect_refusal(file, len, ps, us, n0, 3, m_beyond_end, NULL, MW_RELOC_NOT_RANGE,
