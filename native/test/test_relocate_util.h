@@ -16,12 +16,17 @@
 
 static char tdir[64];
 
+static inline void tmp_cleanup(void);
+
+/* the directory goes away on any exit, failed checks included */
 static inline void tmp_init(void) {
   strcpy(tdir, "/tmp/mw-reloc-XXXXXX");
   CHECK(mkdtemp(tdir) != NULL);
+  CHECK(atexit(tmp_cleanup) == 0);
 }
 
 static inline void tmp_cleanup(void) {
+  if (tdir[0] == 0) return;
   DIR *d = opendir(tdir);
   if (d != NULL) {
     struct dirent *e;
@@ -34,6 +39,7 @@ static inline void tmp_cleanup(void) {
     closedir(d);
   }
   rmdir(tdir);
+  tdir[0] = 0;
 }
 
 static inline const char *tpath(const char *name) {
