@@ -127,14 +127,44 @@ export function renderMarkdown(rows, title) {
       "`x sqlite` = throughput against the `sqlite` variant of the same harness, mode, workload and writers.",
   );
 
+  const base = new Map();
+  for (const r of figs) if (r.variant === "sqlite") base.set(key(r.harness, r.runtime, r.mode, r.workload, r.writers), r);
+
+  // The headline: the most writers of the run, the four write workloads of the claim.
+  const maxW = Math.max(0, ...figs.map((r) => r.writers));
+  const head = figs.filter(
+    (r) => r.writers === maxW && ["bulk", "samepage", "hot", "transfer"].includes(r.workload) && r.variant !== "sqlite-wait",
+  );
+  if (head.length) {
+    out.push("", `## Headline: ${maxW} writers`, "");
+    out.push("| harness | mode | workload | variant | tx/s | retries/100 | p99.9 ms | x sqlite |");
+    out.push("|---|---|---|---|---:|---:|---:|---:|");
+    head.sort(
+      (a, b) =>
+        (a.harness === "native" ? 0 : 1) - (b.harness === "native" ? 0 : 1) ||
+        a.runtime.localeCompare(b.runtime) ||
+        (a.mode === "threads" ? 0 : 1) - (b.mode === "threads" ? 0 : 1) ||
+        byOrder(WORKLOAD_ORDER)(a.workload, b.workload) ||
+        byOrder(VARIANT_ORDER)(a.variant, b.variant),
+    );
+    for (const r of head) {
+      const b = base.get(key(r.harness, r.runtime, r.mode, r.workload, r.writers)) ??
+        (r.variant === "turso" ? base.get(key("native", "c", r.mode, r.workload, r.writers)) : undefined);
+      const ratio = b && b.tx_per_s > 0 && r.variant !== "sqlite" ? `${(r.tx_per_s / b.tx_per_s).toFixed(2)}x` : "";
+      const star = (r.variant === "mw" || r.variant === "mwr") && r.engine_active === false ? "\\*" : "";
+      out.push(
+        `| ${harnessName(r)} | ${r.mode} | ${r.workload} | ${r.variant}${star} | ${fmtInt(r.tx_per_s)} | ` +
+          `${r.retries_per_100.toFixed(1)} | ${fmtMs(r.p999_us)} | ${ratio} |`,
+      );
+    }
+  }
+
   const groups = new Map();
   for (const r of rows) {
     const k = key(harnessName(r), r.mode);
     if (!groups.has(k)) groups.set(k, []);
     groups.get(k).push(r);
   }
-  const base = new Map();
-  for (const r of figs) if (r.variant === "sqlite") base.set(key(r.harness, r.runtime, r.mode, r.workload, r.writers), r);
 
   for (const [k, rs] of groups) {
     const [h, mode] = k.split("\u0000");

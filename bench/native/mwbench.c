@@ -131,7 +131,9 @@ static int open_conn(const runcfg_t *c, sqlite3 **pdb, int64_t *engine, char *er
     return rc;
   }
   sqlite3_extended_result_codes(db, 1);
-  rc = sqlite3_busy_timeout(db, busy_timeout_ms(c->variant));
+  /* The setup waits: a connection opening while another one recovers the WAL index
+  ** gets SQLITE_BUSY; the variant's busy timeout applies from the first transaction. */
+  rc = sqlite3_busy_timeout(db, 10000);
   if (rc == SQLITE_OK) rc = exec_sql(db, "PRAGMA synchronous=FULL", err, cap);
   char mode[16] = "";
   if (rc == SQLITE_OK) {
@@ -154,6 +156,12 @@ static int open_conn(const runcfg_t *c, sqlite3 **pdb, int64_t *engine, char *er
     if (rc != SQLITE_OK) snprintf(err, cap, "mw_stats: %s", sqlite3_errstr(rc));
   }
   if (rc != SQLITE_OK) {
+    sqlite3_close(db);
+    return rc;
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(db, busy_timeout_ms(c->variant));
+  if (rc != SQLITE_OK) {
+    snprintf(err, cap, "busy_timeout: %s", sqlite3_errstr(rc));
     sqlite3_close(db);
     return rc;
   }

@@ -152,10 +152,13 @@ export class Writer {
   readonly #one: () => void;
 
   constructor(readonly cfg: RunConfig, readonly w: number) {
-    this.db = new Database(cfg.db, { ...openOptions(cfg.variant, cfg.mode), create: false });
+    // Opened with a busy timeout: a connection opening while another recovers the WAL
+    // index gets SQLITE_BUSY. The variant's timeout applies from the first transaction.
+    this.db = new Database(cfg.db, { ...openOptions(cfg.variant, cfg.mode), busyTimeout: 10000, create: false });
     const db = this.db;
     const mode = db.prepare("PRAGMA journal_mode").values()[0][0];
     if (mode !== "wal") throw new Error(`journal_mode is ${String(mode)}, expected wal`);
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs(cfg.variant)}`);
     this.engine = db.stats().engine;
     this.res.engine = this.engine;
     const begin = beginMode(cfg.variant);
