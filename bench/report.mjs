@@ -107,6 +107,15 @@ export function renderMarkdown(rows, title) {
         `SQLite ${r.sqlite_version}, engine ${r.engine_version}, commit ${r.commit}.`,
     );
   }
+  const syncs = rows.map((r) => r.machine?.fdatasync_us).filter((x) => typeof x === "number" && x > 0);
+  if (syncs.length && Math.max(...syncs) > 3 * Math.min(...syncs)) {
+    out.push(
+      "",
+      `**Note:** the disk's measured fdatasync latency varied from ${fmtMs(Math.min(...syncs))} to ` +
+        `${fmtMs(Math.max(...syncs))} ms during these runs (a shared or virtual disk): compare the variants of one ` +
+        "harness, mode and writer count (they ran back to back), and read gaps between harnesses with care.",
+    );
+  }
   const mwRows = figs.filter((r) => r.variant === "mw" || r.variant === "mwr");
   if (mwRows.length && mwRows.every((r) => r.engine_active === false)) {
     out.push(
@@ -275,6 +284,10 @@ function plot(x0, y0, w, h, title, series, writers, opts) {
     ymin = 0;
     ymax = niceMax(vals.length ? Math.max(...vals) : 1);
     ypos = (v) => y0 + T + ph - (v / ymax) * ph;
+  }
+  if (series.length === 0) {
+    g.push(`<text x="${x0 + L + pw / 2}" y="${y0 + T + ph / 2}" font-size="10" fill="#999" text-anchor="middle">not run</text>`);
+    return g.join("\n");
   }
   const xpos = (i) => x0 + L + (writers.length === 1 ? pw / 2 : (i / (writers.length - 1)) * pw);
   g.push(`<rect x="${x0 + L}" y="${y0 + T}" width="${pw}" height="${ph}" fill="none" stroke="#999" stroke-width="0.5"/>`);

@@ -7,8 +7,8 @@
 #
 #   bench/run-full.sh [OUT]      (default OUT: bench/results/full-<UTC time>)
 #
-# Writes to OUT: native.jsonl, ts-bun.jsonl, ts-deno.jsonl, turso.jsonl, the logs of each
-# step (*.log), report.md and chart.svg (node bench/report.mjs), and the databases of the
+# Writes to OUT: native.jsonl, ts-bun.jsonl, ts-deno.jsonl, turso.jsonl, the progress of every
+# step (steps.log, run-full.log), report.md and chart.svg (node bench/report.mjs), and the databases of the
 # runs under OUT/db (on the disk under test; set DBDIR to put them elsewhere).
 # Environment: WRITERS (default 1,4,16), BUDGET_S (default 450: the seconds the runs may
 # take; the measured period of each run is derived from it), WARMUP/DURATION (fix them
@@ -52,19 +52,27 @@ step() { # name, command...
   local name=$1
   shift
   log "$name: $*"
-  "$@" 2>"$OUT/$name.log"
+  echo "=== $name: $*" >>"$OUT/steps.log"
+  "$@" 2>>"$OUT/steps.log"
   local rc=$?
   if [ $rc -ne 0 ]; then
-    log "$name: exit $rc (see $OUT/$name.log)"
+    log "$name: exit $rc (see $OUT/steps.log)"
     status=1
   fi
   log "$name: done"
 }
 
-step native zig-out/bin/mwbench --workloads all --variants all --modes threads,processes "${COMMON[@]}" \
-  --dir "$DBDIR/native" --out "$OUT/native.jsonl" --label full
-step ts-bun "$BUN" bench/ts/bench.ts --workloads all --variants all --modes threads,processes "${COMMON[@]}" \
-  --dir "$DBDIR/ts" --out "$OUT/ts-bun.jsonl" --label full
+# Native and Bun alternate per workload and mode, so that the two harnesses measure the same
+# configuration minutes apart at most: a shared or virtual disk drifts over a run, and the gap
+# between the harnesses is itself a figure (the cost of the binding).
+for wl in bulk samepage hot transfer slow read; do
+  for mode in threads processes; do
+    step "native-$wl-$mode" zig-out/bin/mwbench --workloads "$wl" --variants all --modes "$mode" "${COMMON[@]}" \
+      --dir "$DBDIR/native" --out "$OUT/native.jsonl" --label full
+    step "ts-bun-$wl-$mode" "$BUN" bench/ts/bench.ts --workloads "$wl" --variants all --modes "$mode" "${COMMON[@]}" \
+      --dir "$DBDIR/ts" --out "$OUT/ts-bun.jsonl" --label full
+  done
+done
 step turso "$BUN" bench/peer/turso.ts --workloads all --modes threads,processes "${COMMON[@]}" \
   --dir "$DBDIR/turso" --out "$OUT/turso.jsonl" --label full
 if [ -n "$DENO" ]; then
