@@ -171,7 +171,7 @@ self.onmessage = (e: MessageEvent) => {
       const { res, lat } = run(m.measureAt, m.stopAt);
       db?.close();
       db = null;
-      self.postMessage({ type: "done", res, lat }, [lat.buffer]);
+      self.postMessage({ type: "done", res, lat }, [lat.buffer as ArrayBuffer]);
     }
   } catch (err) {
     try {

@@ -234,7 +234,7 @@ function startProcess(cfg: RunConfig, w: number): Started {
   };
 }
 
-function head(cfg: RunConfig, o: Opts, facts: Facts): Record<string, unknown> {
+function head(cfg: RunConfig, o: Opts): Record<string, unknown> {
   return {
     harness: "ts",
     runtime: runtimeName(),
@@ -274,7 +274,7 @@ function probe(cfg: RunConfig): string | null {
 }
 
 async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
-  const h = head(cfg, o, facts);
+  const h = head(cfg, o);
   const tag = `${cfg.workload} ${cfg.variant} ${cfg.mode} x${cfg.writers}`;
   cleanDir(cfg.dir);
   createSchema(cfg.db, cfg.writers);

@@ -42,7 +42,7 @@ self.onmessage = (e: MessageEvent) => {
     db.close();
     db = null;
     const out = Float64Array.from(lat);
-    self.postMessage({ type: "done", commits: seq, retries, lat: out }, [out.buffer]);
+    self.postMessage({ type: "done", commits: seq, retries, lat: out }, [out.buffer as ArrayBuffer]);
   } catch (err) {
     try {
       db?.close();

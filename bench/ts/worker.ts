@@ -19,7 +19,7 @@ self.onmessage = (e: MessageEvent) => {
     } else if (m.type === "go" && writer) {
       const lat = writer.run(m.measureAt as number, m.stopAt as number);
       writer.close(); // closed before the parent validates
-      self.postMessage({ type: "done", res: writer.res, lat }, [lat.buffer]);
+      self.postMessage({ type: "done", res: writer.res, lat }, [lat.buffer as ArrayBuffer]);
       writer = null;
     }
   } catch (err) {
