@@ -8,6 +8,8 @@
 #  - report.mjs renders the lines (Markdown with no FAILED row, an SVG);
 #  - a run whose check fails is an error exit, not a figure (MWBENCH_FAULT=count makes a
 #    writer claim a commit that never happened);
+#  - a writer that hangs after the run is an error line, not a hung benchmark
+#    (MWBENCH_FAULT=hang, with the watchdog shortened by MWBENCH_HANG_S=1);
 #  - bad input (unknown workload, variant or mode, a writers list that does not parse, a run
 #    directory that cannot be written, an unknown option) exits 2 before anything runs.
 # Needs the native build (node scripts/zig.mjs build) and the bootstrap's runtimes.
@@ -99,7 +101,25 @@ else
   bad "ts: fault not detected (exit $rc)"
 fi
 
-# 5. bad input: exit 2, a message, and nothing run (no output line)
+# 5. a writer that hangs after the run is reported by the watchdog (threads and processes)
+MWBENCH_FAULT=hang MWBENCH_HANG_S=1 "$MW" --workloads hot --variants sqlite --writers 2 --modes threads,processes \
+  --warmup 0 --duration 0.2 --dir "$T/n" --out "$T/hang.jsonl" 2>/dev/null
+rc=$?
+if [ "$rc" = 1 ] && [ "$(grep -c '"error":"1 of 2 writers still running' "$T/hang.jsonl")" = 2 ]; then
+  ok "native: a hung writer is an error (threads and processes), not a hung benchmark"
+else
+  bad "native: hang not reported (exit $rc)"
+fi
+MWBENCH_FAULT=hang MWBENCH_HANG_S=1 "$BUN" bench/ts/bench.ts --workloads hot --variants sqlite --writers 2 \
+  --modes threads,processes --warmup 0 --duration 0.2 --dir "$T/b" --out "$T/tshang.jsonl" 2>/dev/null
+rc=$?
+if [ "$rc" = 1 ] && [ "$(grep -c '"error":"1 of 2 writers still running' "$T/tshang.jsonl")" = 2 ]; then
+  ok "ts: a hung writer is an error (Workers and processes)"
+else
+  bad "ts: hang not reported (exit $rc)"
+fi
+
+# 6. bad input: exit 2, a message, and nothing run (no output line)
 touch "$T/file"
 while IFS= read -r args; do
   for h in native ts; do

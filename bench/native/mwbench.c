@@ -47,6 +47,14 @@ static const char *const m_names[M_COUNT] = { "threads", "processes" };
 #define MAX_RETRIES 1000
 #define BACKOFF_MIN_NS 5000u
 #define BACKOFF_MAX_NS 2000000u
+#define HANG_S_DEFAULT 60 /* a writer still running this long after the end is hung */
+
+/* Seconds after the end of a run before a writer counts as hung (MWBENCH_HANG_S: tests). */
+static int hang_s(void) {
+  const char *e = getenv("MWBENCH_HANG_S");
+  int v = e ? atoi(e) : 0;
+  return v > 0 ? v : HANG_S_DEFAULT;
+}
 
 enum { PH_WARMUP, PH_MEASURE, PH_STOP };
 
@@ -57,6 +65,7 @@ typedef struct {
   atomic_int go;     /* the gate: all start together */
   atomic_int phase;  /* PH_* */
   atomic_int abort;  /* a writer failed: everyone stops */
+  atomic_int finished; /* writers done, connection closed */
 } ctl_t;
 
 typedef struct {
@@ -91,6 +100,13 @@ typedef struct {
 } opts_t;
 
 static FILE *out_f;
+static volatile pid_t current_runner; /* runs in its own process group */
+
+static void on_signal(int sig) {
+  pid_t r = current_runner;
+  if (r > 0) kill(-r, SIGKILL);
+  _exit(128 + sig);
+}
 static facts_t facts;
 static const opts_t *g_opts;
 
@@ -179,9 +195,9 @@ static void backoff(rng_t *r, int attempt) {
   sleep_ns(d / 2 + rng_below(r, d / 2 + 1)); /* jitter: half to all of d */
 }
 
-static int fault_count(void) {
+static int fault_is(const char *what) {
   const char *f = getenv("MWBENCH_FAULT");
-  return f != NULL && strcmp(f, "count") == 0;
+  return f != NULL && strcmp(f, what) == 0;
 }
 
 static void writer_fail(ctl_t *ctl, wres_t *r, const char *fmt, const char *a, const char *b) {
@@ -264,7 +280,10 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
   }
   /* Test hook of bench/smoke.sh: claim one commit that never happened, so that the
   ** check after the run must fail and the run must be an error, not a figure. */
-  if (w == 0 && fault_count()) r->total++;
+  if (w == 0 && fault_is("count")) r->total++;
+  /* Test hook: writer 0 hangs after the run; the watchdog must report it. */
+  if (w == 0 && fault_is("hang"))
+    for (;;) sleep_ns(1000000000u);
 out:
   if (!counted_ready) atomic_fetch_add(&ctl->ready, 1); /* never leave the gate waiting */
   wl_finalize(&x);
@@ -272,6 +291,7 @@ out:
     int rc = sqlite3_close(x.db);
     if (rc != SQLITE_OK && !r->failed) writer_fail(ctl, r, "close: %s%s", sqlite3_errstr(rc), "");
   }
+  atomic_fetch_add(&ctl->finished, 1);
 }
 
 typedef struct {
@@ -442,6 +462,7 @@ static int run_one(runcfg_t *c) {
   atomic_init(&ctl->go, 0);
   atomic_init(&ctl->phase, PH_WARMUP);
   atomic_init(&ctl->abort, 0);
+  atomic_init(&ctl->finished, 0);
 
   targ_t *targs = calloc((size_t)n, sizeof *targs);
   pthread_t *tids = calloc((size_t)n, sizeof *tids);
@@ -528,6 +549,25 @@ static int run_one(runcfg_t *c) {
     t1 = now_ns();
   } else {
     atomic_store(&ctl->phase, PH_STOP);
+  }
+  /* Watchdog: a writer that does not finish soon after the end is hung (in SQLite or
+  ** the engine). Processes are killed; threads cannot be, so the runner reports and
+  ** exits, and the top process carries on with the next run. */
+  deadline = now_ns() + (uint64_t)hang_s() * 1000000000u;
+  while (atomic_load(&ctl->finished) < started && now_ns() < deadline) sleep_ns(5000000);
+  if (atomic_load(&ctl->finished) < started) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%d of %d writers still running %d s after the end of the run: a hang",
+             started - atomic_load(&ctl->finished), started, hang_s());
+    if (c->mode == M_THREADS) {
+      emit_note(c, "error", msg);
+      fflush(NULL);
+      _exit(1);
+    }
+    for (int w = 0; w < started; w++)
+      if (pids[w] > 0) kill(pids[w], SIGKILL);
+    snprintf(err, sizeof err, "%s", msg);
+    failed = 1;
   }
   for (int w = 0; w < started; w++) {
     if (c->mode == M_THREADS) {
@@ -801,6 +841,8 @@ int main(int argc, char **argv) {
     }
   }
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   int rc = sqlite3_initialize();
   if (rc == SQLITE_OK) rc = mw_register();
   if (rc != SQLITE_OK) {
@@ -836,20 +878,35 @@ int main(int argc, char **argv) {
             return 1;
           }
           if (pid == 0) {
+            setpgid(0, 0); /* its own group: a hung run is killed with its writers */
             int r = run_one(&c);
             fflush(NULL);
             _exit(r);
           }
-          int st = 0;
-          while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+          setpgid(pid, pid);
+          current_runner = pid;
+          int st = 0, killed = 0;
+          /* Everything of a run (setup, gate, run, checks) must end well within this. */
+          uint64_t limit = now_ns() + (uint64_t)((c.warmup + c.duration + 2 * hang_s() + 120) * 1e9);
+          for (;;) {
+            pid_t r = waitpid(pid, &st, WNOHANG);
+            if (r == pid || (r < 0 && errno != EINTR)) break;
+            if (!killed && now_ns() > limit) {
+              kill(-pid, SIGKILL);
+              kill(pid, SIGKILL);
+              killed = 1;
+            }
+            sleep_ns(20000000);
           }
+          current_runner = 0;
           char cerr[512];
           if (clean_dir(c.dir, cerr, sizeof cerr) != 0) fprintf(stderr, "mwbench: %s\n", cerr);
           if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             failures++;
             if (!WIFEXITED(st)) {
               char msg[96];
-              snprintf(msg, sizeof msg, "the run ended by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+              if (killed) snprintf(msg, sizeof msg, "the run did not finish in time and was killed");
+              else snprintf(msg, sizeof msg, "the run ended by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
               emit_note(&c, "error", msg);
             }
           }

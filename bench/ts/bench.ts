@@ -295,7 +295,19 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
     ]).finally(() => clearTimeout(timer));
     const measureAt = wall() + o.warmup * 1000;
     const stopAt = measureAt + o.duration * 1000;
-    const results = await Promise.all(ws.map((s) => s.go(measureAt, stopAt)));
+    // Watchdog: a writer still running long after the end is hung (in SQLite or the engine).
+    const hangS = Number(process.env.MWBENCH_HANG_S) > 0 ? Number(process.env.MWBENCH_HANG_S) : 60;
+    let watchdog: ReturnType<typeof setTimeout> | undefined;
+    const finished = new Array<boolean>(ws.length).fill(false);
+    const results = await Promise.race([
+      Promise.all(ws.map((s, i) => s.go(measureAt, stopAt).then((r) => ((finished[i] = true), r)))),
+      new Promise<never>((_, rej) => {
+        watchdog = setTimeout(() => {
+          const n = finished.filter((f) => !f).length;
+          rej(new Error(`${n} of ${ws.length} writers still running ${hangS} s after the end of the run: a hang`));
+        }, stopAt - wall() + hangS * 1000);
+      }),
+    ]).finally(() => clearTimeout(watchdog));
     let committed = 0, retries = 0, gaveUp = 0, abandoned = 0, total = 0, n = 0, engine = true;
     for (const r of results) {
       committed += r.res.committed;

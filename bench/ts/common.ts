@@ -310,6 +310,8 @@ export class Writer {
     while (!this.#stopped) this.#one();
     // Test hook of bench/smoke.sh: claim a commit that never happened; the check must fail.
     if (this.w === 0 && process.env.MWBENCH_FAULT === "count") this.res.total++;
+    // Test hook: writer 0 hangs after the run; the parent's watchdog must report it.
+    if (this.w === 0 && process.env.MWBENCH_FAULT === "hang") for (;;) sleepMs(1000);
     return this.#lat.slice(0, this.#n);
   }
 
