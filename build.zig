@@ -369,4 +369,37 @@ fn addRelease(b: *std.Build) void {
     }
     release_step.dependOn(&check.step);
     release_step.dependOn(mobile_step);
+
+    addPlatformTests(b);
+}
+
+/// release/test/platform_test.c against one implementation of platform.h: the host's
+/// (run here) and Windows' (installed to zig-out/release-test/, run under Wine by
+/// release/check.mjs when Wine is installed).
+fn addPlatformTests(b: *std.Build) void {
+    const host_step = b.step("platform-test", "Build and run the platform.h contract test on the host");
+    const win_step = b.step("platform-test-windows", "Build the platform.h contract test for Windows (zig-out/release-test/)");
+    const host = b.graph.host;
+    const win = b.resolveTargetQuery(std.Target.Query.parse(.{ .arch_os_abi = "x86_64-windows-gnu" }) catch unreachable);
+    for ([_]std.Build.ResolvedTarget{ host, win }) |target| {
+        const windows = target.result.os.tag == .windows;
+        const mod = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
+        mod.addIncludePath(b.path("native/include"));
+        mod.addIncludePath(b.path("native/src"));
+        mod.addIncludePath(b.path("native/sqlite"));
+        mod.addCSourceFiles(.{
+            .files = &.{ "release/test/platform_test.c", if (windows) "native/src/platform_win.c" else "native/src/platform_posix.c" },
+            .flags = &engine_flags,
+        });
+        if (target.result.os.tag == .linux and target.result.abi.isGnu()) mod.linkSystemLibrary("pthread", .{});
+        const exe = b.addExecutable(.{ .name = "platform_test", .root_module = mod });
+        if (windows) {
+            win_step.dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "release-test" } }, .pdb_dir = .disabled }).step);
+        } else {
+            const run = b.addRunArtifact(exe);
+            run.addArg(b.makeTempPath());
+            run.has_side_effects = true;
+            host_step.dependOn(&run.step);
+        }
+    }
 }
