@@ -373,30 +373,45 @@ fn addRelease(b: *std.Build) void {
     addPlatformTests(b);
 }
 
-/// release/test/platform_test.c against one implementation of platform.h: the host's
-/// (run here) and Windows' (installed to zig-out/release-test/, run under Wine by
-/// release/check.mjs when Wine is installed).
+/// The release's own test programs:
+///   platform-test   release/test/platform_test.c against the host's platform.h
+///                   implementation, run;
+///   release-tests   into zig-out/release-test/: platform_test.exe (platform_win.c),
+///                   dll_smoke.exe and the host's dll_smoke, which load released
+///                   libraries at run time (release/check.mjs runs them, the Windows
+///                   ones under Wine when it is installed).
 fn addPlatformTests(b: *std.Build) void {
     const host_step = b.step("platform-test", "Build and run the platform.h contract test on the host");
-    const win_step = b.step("platform-test-windows", "Build the platform.h contract test for Windows (zig-out/release-test/)");
-    const host = b.graph.host;
+    const tests_step = b.step("release-tests", "Build the release test programs into zig-out/release-test/");
     const win = b.resolveTargetQuery(std.Target.Query.parse(.{ .arch_os_abi = "x86_64-windows-gnu" }) catch unreachable);
-    for ([_]std.Build.ResolvedTarget{ host, win }) |target| {
-        const windows = target.result.os.tag == .windows;
-        const mod = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
-        mod.addIncludePath(b.path("native/include"));
-        mod.addIncludePath(b.path("native/src"));
-        mod.addIncludePath(b.path("native/sqlite"));
-        mod.addCSourceFiles(.{
+    const dest: std.Build.Step.InstallArtifact.Options = .{ .dest_dir = .{ .override = .{ .custom = "release-test" } }, .pdb_dir = .disabled };
+    for ([_]std.Build.ResolvedTarget{ b.graph.host, win }) |target| {
+        const t = target.result;
+        const windows = t.os.tag == .windows;
+        const glibc = t.os.tag == .linux and t.abi.isGnu();
+        const platform = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
+        const smoke = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
+        for ([_]*std.Build.Module{ platform, smoke }) |m| {
+            m.addIncludePath(b.path("native/include"));
+            m.addIncludePath(b.path("native/src"));
+            m.addIncludePath(b.path("native/sqlite"));
+        }
+        platform.addCSourceFiles(.{
             .files = &.{ "release/test/platform_test.c", if (windows) "native/src/platform_win.c" else "native/src/platform_posix.c" },
             .flags = &engine_flags,
         });
-        if (target.result.os.tag == .linux and target.result.abi.isGnu()) mod.linkSystemLibrary("pthread", .{});
-        const exe = b.addExecutable(.{ .name = "platform_test", .root_module = mod });
+        smoke.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });
+        if (glibc) {
+            platform.linkSystemLibrary("pthread", .{});
+            smoke.linkSystemLibrary("dl", .{});
+        }
+        const platform_exe = b.addExecutable(.{ .name = "platform_test", .root_module = platform });
+        const smoke_exe = b.addExecutable(.{ .name = "dll_smoke", .root_module = smoke });
+        tests_step.dependOn(&b.addInstallArtifact(smoke_exe, dest).step);
         if (windows) {
-            win_step.dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "release-test" } }, .pdb_dir = .disabled }).step);
+            tests_step.dependOn(&b.addInstallArtifact(platform_exe, dest).step);
         } else {
-            const run = b.addRunArtifact(exe);
+            const run = b.addRunArtifact(platform_exe);
             run.addArg(b.makeTempPath());
             run.has_side_effects = true;
             host_step.dependOn(&run.step);
