@@ -94,17 +94,19 @@ function isBusy(e: unknown): boolean {
   return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
 }
 
-export class Database implements Connection {
-  /** @internal */
-  readonly ffi: Ffi;
+export class Database {
+  readonly #f: Ffi;
+  // What statements see of the connection (kept off the public surface).
+  readonly #conn: Connection;
   readonly #options: ReturnType<typeof resolveOptions>;
   #db: Ptr | null = null;
   readonly #path: string;
-  readonly #statements = new Set<Statement>();
-  readonly #cache = new Map<string, Statement>();
-  readonly #internal = new Map<string, Statement>();
+  readonly #statements = new Set<Statement<object>>();
+  readonly #cache = new Map<string, Statement<object>>();
+  readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
   #pending: unknown = undefined;
+  #inCallback = 0;
   #depth = 0;
   #retries = 0;
   #lastAttempts = 0;
@@ -116,7 +118,15 @@ export class Database implements Connection {
   constructor(path: string | URL = ":memory:", options: DatabaseOptions = {}) {
     const o = resolveOptions(options);
     this.#options = o;
-    this.ffi = loadFfi(o.libraryPath);
+    this.#f = loadFfi(o.libraryPath);
+    this.#conn = {
+      ffi: this.#f,
+      strict: o.strict,
+      safeIntegers: o.safeIntegers,
+      handle: () => this.#handle(),
+      error: (rc, sql) => this.#error(rc, sql),
+      forget: (stmt) => this.#statements.delete(stmt),
+    };
     const file = toFilePath(path);
     if (typeof file !== "string") throw new TypeError("sqlite-multiwriter: the path must be a string or URL");
     this.#path = file;
@@ -126,14 +136,14 @@ export class Database implements Connection {
     const uri = toUri(file, params);
     const flags = (o.readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
       OPEN_URI | OPEN_NOMUTEX | OPEN_EXRESCODE;
-    const s = this.ffi.sym;
+    const s = this.#f.sym;
     const cell = new BigUint64Array(1);
     const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
-    const db = this.ffi.outPtr(cell);
+    const db = this.#f.outPtr(cell);
     if (rc !== SQLITE_OK) {
-      const message = this.ffi.isNull(db) ? this.ffi.cstring(s.sqlite3_errstr(rc)) : this.ffi.cstring(s.sqlite3_errmsg(db));
-      const code = this.ffi.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
-      if (!this.ffi.isNull(db)) s.sqlite3_close_v2(db);
+      const message = this.#f.isNull(db) ? this.#f.cstring(s.sqlite3_errstr(rc)) : this.#f.cstring(s.sqlite3_errmsg(db));
+      const code = this.#f.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
+      if (!this.#f.isNull(db)) s.sqlite3_close_v2(db);
       throw new SQLiteError(`cannot open ${file}: ${message}`, code);
     }
     this.#db = db;
@@ -147,44 +157,27 @@ export class Database implements Connection {
     }
   }
 
-  // ---- Connection (used by Statement) ----
+  // ---- the connection as statements see it ----
 
-  /** @internal */
-  get strict(): boolean {
-    return this.#options.strict;
-  }
-
-  /** @internal */
-  get safeIntegers(): boolean {
-    return this.#options.safeIntegers;
-  }
-
-  /** @internal The open handle; throws when closed. */
-  handle(): Ptr {
+  #handle(): Ptr {
     if (this.#db === null) throw misuse("the database is closed");
     return this.#db;
   }
 
-  /** @internal */
-  error(rc: number, sql?: string): Error {
+  #error(rc: number, sql?: string): Error {
     if (this.#pending !== undefined) {
       const e = this.#pending;
       this.#pending = undefined;
       if (e instanceof Error) return e;
       return new Error(String(e));
     }
-    const s = this.ffi.sym;
+    const s = this.#f.sym;
     const db = this.#db;
     if (db === null) return misuse("the database is closed", sql);
     const ext = s.sqlite3_extended_errcode(db);
     const code = (ext & 0xff) === (rc & 0xff) ? ext : rc;
-    const message = this.ffi.cstring(s.sqlite3_errmsg(db));
+    const message = this.#f.cstring(s.sqlite3_errmsg(db));
     return new SQLiteError(message, code, sql, s.sqlite3_error_offset(db));
-  }
-
-  /** @internal */
-  forget(stmt: Statement): void {
-    this.#statements.delete(stmt);
   }
 
   // ---- properties ----
@@ -201,7 +194,7 @@ export class Database implements Connection {
 
   /** True while a transaction is open. */
   get inTransaction(): boolean {
-    return this.ffi.sym.sqlite3_get_autocommit(this.handle()) === 0;
+    return this.#f.sym.sqlite3_get_autocommit(this.#handle()) === 0;
   }
 
   /** True when no transaction is open (the @db/sqlite name). */
@@ -211,7 +204,7 @@ export class Database implements Connection {
 
   /** The rowid of the last row inserted. */
   get lastInsertRowid(): number | bigint {
-    const v = this.ffi.sym.sqlite3_last_insert_rowid(this.handle());
+    const v = this.#f.sym.sqlite3_last_insert_rowid(this.#handle());
     return this.#options.safeIntegers ? BigInt(v) : v;
   }
 
@@ -222,12 +215,12 @@ export class Database implements Connection {
 
   /** Rows changed by the last INSERT, UPDATE or DELETE. */
   get changes(): number {
-    return Number(this.ffi.sym.sqlite3_changes64(this.handle()));
+    return Number(this.#f.sym.sqlite3_changes64(this.#handle()));
   }
 
   /** Rows changed since the connection opened. */
   get totalChanges(): number {
-    return Number(this.ffi.sym.sqlite3_total_changes64(this.handle()));
+    return Number(this.#f.sym.sqlite3_total_changes64(this.#handle()));
   }
 
   /** Attempts of the last transaction() call (1 when it committed at once). */
@@ -244,15 +237,15 @@ export class Database implements Connection {
 
   #prepareHandle(sql: string, flags: number): Ptr {
     if (typeof sql !== "string") throw new TypeError("sqlite-multiwriter: SQL must be a string");
-    const f = this.ffi;
-    const db = this.handle();
+    const f = this.#f;
+    const db = this.#handle();
     const bytes = new TextEncoder().encode(sql + "\0");
     const n = bytes.length - 1;
     const stmtCell = new BigUint64Array(1);
     const tailCell = new BigUint64Array(1);
     const base = f.addressOf(bytes); // taken before the call: pins the bytes in Bun
     const rc = f.sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
-    if (rc !== SQLITE_OK) throw this.error(rc, sql);
+    if (rc !== SQLITE_OK) throw this.#error(rc, sql);
     const stmt = f.outPtr(stmtCell);
     if (f.isNull(stmt)) throw misuse("the SQL holds no statement", sql);
     const tail = Number(f.address(f.outPtr(tailCell)) - base);
@@ -272,31 +265,31 @@ export class Database implements Connection {
   }
 
   /** A new prepared statement (finalize it, or let close() do it). */
-  prepare<Row extends Record<string, SQLValue> = Record<string, SQLValue>>(sql: string): Statement<Row> {
-    const stmt = new Statement<Row>(this, this.#prepareHandle(sql, 0), sql);
-    this.#statements.add(stmt as unknown as Statement);
+  prepare<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
+    const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, 0), sql);
+    this.#statements.add(stmt);
     return stmt;
   }
 
   /** A prepared statement cached by its SQL (the same object for the same SQL). */
-  query<Row extends Record<string, SQLValue> = Record<string, SQLValue>>(sql: string): Statement<Row> {
+  query<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
     const hit = this.#cache.get(sql);
     if (hit !== undefined && !hit.finalized) return hit as unknown as Statement<Row>;
-    this.handle();
-    const stmt = new Statement<Row>(this, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
-    this.#statements.add(stmt as unknown as Statement);
+    this.#handle();
+    const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
+    this.#statements.add(stmt);
     if (this.#cache.size >= QUERY_CACHE_MAX) {
       // Forget the oldest entry (it stays usable by whoever holds it; close() finalizes it).
       const oldest = this.#cache.keys().next().value;
       if (oldest !== undefined) this.#cache.delete(oldest);
     }
-    this.#cache.set(sql, stmt as unknown as Statement);
+    this.#cache.set(sql, stmt);
     return stmt;
   }
 
   #execScript(sql: string): void {
-    const rc = this.ffi.sym.sqlite3_exec(this.handle(), cstr(sql), this.ffi.NULL, this.ffi.NULL, null);
-    if (rc !== SQLITE_OK) throw this.error(rc, sql);
+    const rc = this.#f.sym.sqlite3_exec(this.#handle(), cstr(sql), this.#f.NULL, this.#f.NULL, null);
+    if (rc !== SQLITE_OK) throw this.#error(rc, sql);
   }
 
   /**
@@ -321,7 +314,7 @@ export class Database implements Connection {
   #internalRun(sql: string): void {
     let stmt = this.#internal.get(sql);
     if (stmt === undefined) {
-      stmt = new Statement(this, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
+      stmt = new Statement(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
       this.#statements.add(stmt);
       this.#internal.set(sql, stmt);
     }
@@ -329,7 +322,7 @@ export class Database implements Connection {
   }
 
   #rollback(): void {
-    if (this.#db !== null && this.ffi.sym.sqlite3_get_autocommit(this.#db) === 0) {
+    if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
       try {
         this.#internalRun("ROLLBACK");
       } catch { /* the transaction is gone either way */ }
@@ -375,7 +368,7 @@ export class Database implements Connection {
       this.#internalRun(`RELEASE ${name}`);
       return result;
     } catch (e) {
-      if (this.#db !== null && this.ffi.sym.sqlite3_get_autocommit(this.#db) === 0) {
+      if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
         try {
           this.#internalRun(`ROLLBACK TO ${name}`);
           this.#internalRun(`RELEASE ${name}`);
@@ -411,10 +404,11 @@ export class Database implements Connection {
   /** Defines (or replaces) a scalar SQL function. */
   function(name: string, fn: (...args: SQLValue[]) => unknown, options: FunctionOptions = {}): this {
     if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: function() takes a function");
-    const db = this.handle();
-    const f = this.ffi;
+    const db = this.#handle();
+    const f = this.#f;
     const safe = this.#options.safeIntegers;
     const cb = f.callback("scalar", (ctx, argc, argv) => {
+      this.#inCallback++;
       try {
         const args = new Array<SQLValue>(argc);
         for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
@@ -424,6 +418,8 @@ export class Database implements Connection {
         this.#pending = e;
         const message = e instanceof Error ? e.message : String(e);
         f.sym.sqlite3_result_error(ctx, cstr(message), -1);
+      } finally {
+        this.#inCallback--;
       }
     });
     const flags = UTF8 | (options.deterministic ? DETERMINISTIC : 0) |
@@ -434,7 +430,7 @@ export class Database implements Connection {
     );
     if (rc !== SQLITE_OK) {
       cb.close();
-      throw this.error(rc);
+      throw this.#error(rc);
     }
     this.#callbacks.push(cb); // freed at close(): SQLite may call it until then
     return this;
@@ -442,17 +438,17 @@ export class Database implements Connection {
 
   /** Loads a SQLite extension (a file path) with its default or a given entry point. */
   loadExtension(path: string | URL, entryPoint?: string): void {
-    const db = this.handle();
-    const s = this.ffi.sym;
+    const db = this.#handle();
+    const s = this.#f.sym;
     const file = toFilePath(path);
     const errCell = new BigUint64Array(1);
     s.sqlite3_enable_load_extension(db, 1);
     try {
       const rc = s.sqlite3_load_extension(db, cstr(file), entryPoint ? cstr(entryPoint) : null, errCell);
       if (rc !== SQLITE_OK) {
-        const p = this.ffi.outPtr(errCell);
-        const message = this.ffi.isNull(p) ? this.ffi.cstring(s.sqlite3_errmsg(db)) : this.ffi.cstring(p);
-        if (!this.ffi.isNull(p)) s.sqlite3_free(p);
+        const p = this.#f.outPtr(errCell);
+        const message = this.#f.isNull(p) ? this.#f.cstring(s.sqlite3_errmsg(db)) : this.#f.cstring(p);
+        if (!this.#f.isNull(p)) s.sqlite3_free(p);
         throw new SQLiteError(`cannot load extension ${file}: ${message}`, rc);
       }
     } finally {
@@ -462,16 +458,16 @@ export class Database implements Connection {
 
   /** The database as bytes (the SQLite file format). */
   serialize(schema = "main"): Uint8Array {
-    const db = this.handle();
-    const s = this.ffi.sym;
+    const db = this.#handle();
+    const s = this.#f.sym;
     const size = new BigInt64Array(1);
     const p = s.sqlite3_serialize(db, cstr(schema), size, 0);
-    if (this.ffi.isNull(p)) {
+    if (this.#f.isNull(p)) {
       if (size[0] === 0n) return new Uint8Array(0);
       throw new SQLiteError(`cannot serialize schema ${schema}`, 7);
     }
     try {
-      return size[0] === 0n ? new Uint8Array(0) : this.ffi.bytes(p, Number(size[0]));
+      return size[0] === 0n ? new Uint8Array(0) : this.#f.bytes(p, Number(size[0]));
     } finally {
       s.sqlite3_free(p);
     }
@@ -479,21 +475,21 @@ export class Database implements Connection {
 
   /** Replaces a schema of this connection with an in-memory copy of the bytes. */
   deserialize(data: Uint8Array, options: { schema?: string; readonly?: boolean } = {}): void {
-    const db = this.handle();
+    const db = this.#handle();
     if (!(data instanceof Uint8Array)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array");
-    const s = this.ffi.sym;
+    const s = this.#f.sym;
     const n = data.length;
     const p = s.sqlite3_malloc64(Math.max(n, 1));
-    if (this.ffi.isNull(p)) throw new SQLiteError("out of memory", 7);
+    if (this.#f.isNull(p)) throw new SQLiteError("out of memory", 7);
     if (n > 0) {
-      this.ffi.write(p, data);
+      this.#f.write(p, data);
       // An in-memory image cannot use WAL: mark a WAL file as a rollback-journal one.
-      if (n >= 20 && data[18] === 2 && data[19] === 2) this.ffi.write(p, patchWal(data));
+      if (n >= 20 && data[18] === 2 && data[19] === 2) this.#f.write(p, patchWal(data));
     }
     const flags = DESERIALIZE_FREEONCLOSE | DESERIALIZE_RESIZEABLE |
       (options.readonly ? DESERIALIZE_READONLY : 0);
     const rc = s.sqlite3_deserialize(db, cstr(options.schema ?? "main"), p, n, n, flags);
-    if (rc !== SQLITE_OK) throw this.error(rc); // SQLite freed the buffer
+    if (rc !== SQLITE_OK) throw this.#error(rc); // SQLite freed the buffer
   }
 
   /** A new in-memory database holding the bytes. */
@@ -517,17 +513,17 @@ export class Database implements Connection {
    * (read back the result through an Int32Array); returns SQLite's result code.
    */
   fileControl(op: number, arg?: number | ArrayBufferView | null, schema = "main"): number {
-    const db = this.handle();
+    const db = this.#handle();
     const buf = typeof arg === "number" ? new Int32Array([arg]) : (arg ?? null);
-    return this.ffi.sym.sqlite3_file_control(db, cstr(schema), op, buf);
+    return this.#f.sym.sqlite3_file_control(db, cstr(schema), op, buf);
   }
 
   /** The engine's counters for this connection, plus the retries of transaction(). */
   stats(schema = "main"): EngineStats {
-    const db = this.handle();
+    const db = this.#handle();
     const out = new BigInt64Array(STAT_SLOTS);
-    const rc = this.ffi.sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
-    if (rc !== SQLITE_OK) throw this.error(rc);
+    const rc = this.#f.sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
+    if (rc !== SQLITE_OK) throw this.#error(rc);
     const raw = Array.from(out, (v) => Number(v));
     const at = (i: number): number => raw[i] ?? 0;
     return {
@@ -560,11 +556,13 @@ export class Database implements Connection {
   close(): void {
     const db = this.#db;
     if (db === null) return;
+    // SQLite is inside a statement that called us: closing now would free it under itself.
+    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function");
     for (const stmt of [...this.#statements]) stmt.finalize();
     this.#cache.clear();
     this.#internal.clear();
     this.#db = null;
-    const rc = this.ffi.sym.sqlite3_close_v2(db);
+    const rc = this.#f.sym.sqlite3_close_v2(db);
     for (const cb of this.#callbacks.splice(0)) cb.close();
     if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
   }

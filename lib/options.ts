@@ -19,7 +19,7 @@ export interface DatabaseOptions {
   multiwriter?: boolean;
   /** Busy timeout in milliseconds (default 5000). */
   busyTimeout?: number;
-  /** Most attempts of one transaction() call before its SQLITE_BUSY error is thrown (default 1000). */
+  /** Most attempts of one transaction() call before its SQLITE_BUSY error is thrown (default 10000; the backoff caps at 2 ms). */
   maxAttempts?: number;
   /** The native library file to load (see the README for the search order). */
   libraryPath?: string | URL;
@@ -77,7 +77,9 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
     ? typeof value === "string" || value instanceof URL
     : kind === "number"
     ? typeof value === "number" && Number.isFinite(value) && value >= 0
-    : typeof value === kind;
+    : kind === "boolean"
+    ? typeof value === "boolean"
+    : typeof value === "string";
   if (!ok) {
     const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
     throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);
@@ -118,7 +120,7 @@ export function resolveOptions(options: DatabaseOptions | undefined): ResolvedOp
     safeIntegers: o.safeIntegers === true || o.int64 === true,
     multiwriter,
     busyTimeout: typeof o.busyTimeout === "number" ? Math.floor(o.busyTimeout) : 5000,
-    maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 1000,
+    maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 10_000,
     libraryPath: o.libraryPath as string | URL | undefined,
     engineParams,
   };

@@ -34,7 +34,7 @@ export interface Connection {
   handle(): Ptr;
   /** The error for a failed call (SQLite's message, or a JS error thrown by a custom function). */
   error(rc: number, sql?: string): Error;
-  forget(stmt: Statement): void;
+  forget(stmt: Statement<object>): void;
 }
 
 function isNamed(v: unknown): v is BindParams {
@@ -45,7 +45,7 @@ function isNamed(v: unknown): v is BindParams {
 
 const NOT_LOADED = -1;
 
-export class Statement<Row extends Record<string, SQLValue> = Record<string, SQLValue>> {
+export class Statement<Row extends object = Record<string, SQLValue>> {
   readonly #c: Connection;
   readonly #f: Ffi;
   #h: Ptr | null;
@@ -53,11 +53,15 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   #safe: boolean;
   #ncols = NOT_LOADED;
   #names: string[] = [];
+  #protoColumn = false;
   readonly #nparams: number;
   #byName: Map<string, number> | null = null;
   // Bumped at each execution, so that an iterator notices when its statement was re-run.
   #generation = 0;
   #active = false;
+  // True while SQLite runs this statement: a custom function that uses the same statement
+  // (or finalizes it) would re-enter a running VM, so that is refused.
+  #busy = false;
 
   /** @internal Made by Database.prepare()/query(). */
   constructor(connection: Connection, handle: Ptr, sql: string) {
@@ -133,6 +137,13 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     return this;
   }
 
+  #enter(): void {
+    if (this.#busy) {
+      throw misuse("the statement is running (used again from inside a custom function)", this.#sql);
+    }
+    this.#busy = true;
+  }
+
   #columns(h: Ptr): number {
     const n = this.#f.sym.sqlite3_column_count(h);
     if (n !== this.#ncols) {
@@ -140,6 +151,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
       const names: string[] = [];
       for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#f.sym.sqlite3_column_name(h, i)));
       this.#names = names;
+      this.#protoColumn = names.includes("__proto__");
       this.#ncols = n;
     }
     return n;
@@ -227,6 +239,18 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   #row(h: Ptr, n: number): Row {
     const row: Record<string, SQLValue> = {};
     const names = this.#names;
+    if (this.#protoColumn) {
+      // A column named __proto__ must be a plain property, never the row's prototype.
+      for (let i = 0; i < n; i++) {
+        Object.defineProperty(row, names[i], {
+          value: readColumn(this.#f, h, i, this.#safe),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return row as Row;
+    }
     for (let i = 0; i < n; i++) row[names[i]] = readColumn(this.#f, h, i, this.#safe);
     return row as Row;
   }
@@ -237,8 +261,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     return out;
   }
 
-  /** Runs the statement to completion; returns the changes and the last rowid. */
-  run(...params: Params): RunResult {
+  #run(params: Params): RunResult {
     const h = this.#start(params);
     const s = this.#f.sym;
     let rc: number;
@@ -252,8 +275,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     };
   }
 
-  /** All rows as objects. */
-  all(...params: Params): Row[] {
+  #all(params: Params): Row[] {
     const h = this.#start(params);
     const s = this.#f.sym;
     const rows: Row[] = [];
@@ -268,8 +290,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     return rows;
   }
 
-  /** The first row as an object, or null when there is none. */
-  get(...params: Params): Row | null {
+  #get(params: Params): Row | null {
     const h = this.#start(params);
     const s = this.#f.sym;
     const rc = s.sqlite3_step(h);
@@ -283,8 +304,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     return null;
   }
 
-  /** All rows as arrays of values. */
-  values(...params: Params): SQLValue[][] {
+  #values(params: Params): SQLValue[][] {
     const h = this.#start(params);
     const s = this.#f.sym;
     const rows: SQLValue[][] = [];
@@ -299,8 +319,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     return rows;
   }
 
-  /** The first row as an array of values, or undefined (the @db/sqlite name). */
-  value(...params: Params): SQLValue[] | undefined {
+  #value(params: Params): SQLValue[] | undefined {
     const h = this.#start(params);
     const s = this.#f.sym;
     const rc = s.sqlite3_step(h);
@@ -314,11 +333,62 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
     return undefined;
   }
 
+  /** Runs the statement to completion; returns the changes and the last rowid. */
+  run(...params: Params): RunResult {
+    this.#enter();
+    try {
+      return this.#run(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** All rows as objects. */
+  all(...params: Params): Row[] {
+    this.#enter();
+    try {
+      return this.#all(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** The first row as an object, or null when there is none. */
+  get(...params: Params): Row | null {
+    this.#enter();
+    try {
+      return this.#get(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** All rows as arrays of values. */
+  values(...params: Params): SQLValue[][] {
+    this.#enter();
+    try {
+      return this.#values(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** The first row as an array of values, or undefined (the @db/sqlite name). */
+  value(...params: Params): SQLValue[] | undefined {
+    this.#enter();
+    try {
+      return this.#value(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
   /**
    * Rows one at a time. Parameters are bound now; the statement stays open (and holds its
    * read snapshot) until the iterator ends or is closed (break / return()).
    */
   iterate(...params: Params): IterableIterator<Row> {
+    if (this.#busy) throw misuse("the statement is running (used again from inside a custom function)", this.#sql);
     const h = this.#start(params);
     const generation = this.#generation;
     this.#active = true;
@@ -340,7 +410,13 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
           done = true;
           throw misuse("the statement was run again while this iterator was open", this.#sql);
         }
-        const rc = s.sqlite3_step(h);
+        this.#enter();
+        let rc: number;
+        try {
+          rc = s.sqlite3_step(h);
+        } finally {
+          this.#busy = false;
+        }
         if (rc === SQLITE_ROW) {
           if (n < 0) n = this.#columns(h);
           return { done: false, value: this.#row(h, n) };
@@ -376,6 +452,7 @@ export class Statement<Row extends Record<string, SQLValue> = Record<string, SQL
   finalize(): void {
     const h = this.#h;
     if (h === null) return;
+    if (this.#busy) throw misuse("cannot finalize the statement while it runs", this.#sql);
     this.#h = null;
     this.#f.sym.sqlite3_finalize(h);
     this.#c.forget(this);

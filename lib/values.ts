@@ -19,6 +19,8 @@ const INT64_MAX = 2n ** 63n - 1n;
 // A non-empty buffer with length 0, so that "" binds as empty text and not as NULL.
 const EMPTY_TEXT = new Uint8Array(1);
 const encoder = new TextEncoder();
+const MAX_EXACT = 2 ** 53;
+const SCRATCH = new Uint8Array(3 * 1024);
 
 export function describe(value: unknown): string {
   if (value === null) return "null";
@@ -45,6 +47,12 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
       return s.sqlite3_bind_double(stmt, i, v);
     case "string": {
       if (v.length === 0) return s.sqlite3_bind_text(stmt, i, EMPTY_TEXT, 0, TRANSIENT);
+      // Short strings are encoded into one reused buffer (SQLite copies them at once);
+      // a UTF-16 unit takes at most 3 UTF-8 bytes, so the buffer is always big enough.
+      if (v.length * 3 <= SCRATCH.length) {
+        const { written } = encoder.encodeInto(v, SCRATCH);
+        return s.sqlite3_bind_text(stmt, i, SCRATCH, written, TRANSIENT);
+      }
       const bytes = encoder.encode(v);
       return s.sqlite3_bind_text(stmt, i, bytes, bytes.length, TRANSIENT);
     }
@@ -82,8 +90,14 @@ export function int(v: number | bigint, safeIntegers: boolean): number | bigint 
 export function readColumn(f: Ffi, stmt: Ptr, i: number, safeIntegers: boolean): SQLValue {
   const s = f.sym;
   switch (s.sqlite3_column_type(stmt, i)) {
-    case 1:
+    case 1: {
+      // A double holds every integer below 2^53 exactly, and f64 is the cheapest result
+      // in both runtimes (Deno returns 64-bit integers as BigInt): the int64 call is only
+      // made for the integers beyond.
+      const d = s.sqlite3_column_double(stmt, i);
+      if (d > -MAX_EXACT && d < MAX_EXACT) return safeIntegers ? BigInt(d) : d;
       return int(s.sqlite3_column_int64(stmt, i), safeIntegers);
+    }
     case 2:
       return s.sqlite3_column_double(stmt, i);
     case 3: {

@@ -78,6 +78,33 @@ describe("close", () => {
     db.close();
   });
 
+  it("a custom function cannot close the database or re-enter/finalize the running statement", () => {
+    const db = new Database();
+    db.exec("CREATE TABLE t(v); INSERT INTO t VALUES (1)");
+    let action = "";
+    // q is assigned before the function first runs.
+    // deno-lint-ignore prefer-const
+    let q: ReturnType<typeof db.query>;
+    db.function("act", (_v) => {
+      if (action === "close") db.close();
+      if (action === "reenter") q.get();
+      if (action === "finalize") q.finalize();
+      if (action === "other") return db.query("SELECT 41 + 1 AS x").get()!.x;
+      return 0;
+    });
+    q = db.query("SELECT act(v) AS r FROM t");
+    action = "close";
+    expect(() => q.get()).toThrow(/cannot close the database from inside a custom function/);
+    action = "reenter";
+    expect(() => q.get()).toThrow(/the statement is running/);
+    action = "finalize";
+    expect(() => q.get()).toThrow(/cannot finalize the statement while it runs/);
+    action = "other"; // another statement is fine
+    expect(q.get()).toEqual({ r: 42 });
+    expect(db.open).toBe(true);
+    db.close();
+  });
+
   it("Symbol.dispose closes and finalizes; `using` works on both", () => {
     const db = new Database();
     const q = db.prepare("SELECT 1");

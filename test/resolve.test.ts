@@ -13,7 +13,9 @@ import {
 } from "../lib/ffi/resolve.ts";
 import { libDir, tempDir } from "./helpers.ts";
 
-const real = join(libDir, libraryFileName(process.platform));
+const built = join(libDir, libraryFileName(process.platform));
+// The library this test process loaded (zig-out unless SQLITE_MULTIWRITER_LIB says otherwise).
+const real = libraryPath();
 
 function fakePackage(base: string, name: string, sub = "lib"): string {
   const dir = join(base, "node_modules", ...name.split("/"));
@@ -34,11 +36,10 @@ describe("library resolution", () => {
     expect(["glibc", "musl"]).toContain(detectLibc());
   });
 
-  it("finds the checkout's build output by default", () => {
-    const r = resolveLibrary({ env: {} });
-    expect(r.source).toBe("checkout");
-    expect(r.path).toBe(real);
-    expect(libraryPath()).toBe(real);
+  it("finds the checkout's build output when no variable or package has it", () => {
+    const r = resolveLibrary({ env: {}, requireFrom: join(tempDir(), "app.js") });
+    expect(r).toEqual({ path: built, source: "checkout" });
+    expect(real).toBe(resolveLibrary().path);
   });
 
   it("an explicit path that does not exist is an error naming it", () => {

@@ -69,6 +69,14 @@ describe("running statements", () => {
     expect(again.values()).toEqual([[2]]);
   });
 
+  it("the query cache is bounded; an evicted statement stays usable until close()", () => {
+    const first = db.query("SELECT 0 AS v");
+    for (let i = 1; i <= 300; i++) db.query(`SELECT ${i} AS v`);
+    expect(db.query("SELECT 0 AS v") === first).toBe(false); // evicted, prepared again
+    expect(first.get()).toEqual({ v: 0 });
+    expect(db.query("SELECT 300 AS v").get()).toEqual({ v: 300 });
+  });
+
   it("statement properties: columnNames, declaredTypes, paramsCount, readonly, source, expandedSql", () => {
     const q = db.prepare("SELECT id, name, 1 + 1 AS two FROM t WHERE id = ?");
     expect(q.columnNames).toEqual(["id", "name", "two"]);
@@ -81,6 +89,13 @@ describe("running statements", () => {
     expect(q.expandedSql).toBe("SELECT id, name, 1 + 1 AS two FROM t WHERE id = 7");
     expect(String(q)).toBe(q.expandedSql);
     expect(q instanceof Statement).toBe(true);
+  });
+
+  it("a column named __proto__ is a plain property", () => {
+    const row = db.query("SELECT x'01' AS __proto__, 2 AS b").get()!;
+    expect(Object.getPrototypeOf(row)).toBe(Object.prototype);
+    expect(Object.keys(row)).toEqual(["__proto__", "b"]);
+    expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual(new Uint8Array([1]));
   });
 
   it("SELECT * sees columns added after it was prepared", () => {
@@ -171,6 +186,23 @@ describe("values", () => {
     db.query("INSERT INTO t(name, data) VALUES (?, ?)").run("", new Uint8Array(0));
     const row = db.query("SELECT name, data, typeof(name) tn, typeof(data) td FROM t").get();
     expect(row).toEqual({ name: "", data: new Uint8Array(0), tn: "text", td: "blob" });
+  });
+
+  it("integers: numbers up to 2^53 - 1, BigInt from 2^53 on, both signs", () => {
+    const q = db.query("SELECT ? AS v");
+    expect(q.get(Number.MAX_SAFE_INTEGER)).toEqual({ v: Number.MAX_SAFE_INTEGER });
+    expect(q.get(-Number.MAX_SAFE_INTEGER)).toEqual({ v: -Number.MAX_SAFE_INTEGER });
+    expect(q.get(2n ** 53n)).toEqual({ v: 2n ** 53n });
+    expect(q.get(-(2n ** 53n))).toEqual({ v: -(2n ** 53n) });
+    expect(q.get(2n ** 63n - 1n)).toEqual({ v: 2n ** 63n - 1n });
+    expect(q.get(-(2n ** 63n))).toEqual({ v: -(2n ** 63n) });
+  });
+
+  it("long and non-ASCII text round-trips", () => {
+    const q = db.query("SELECT ? AS v, length(?1) AS n");
+    const long = "ab\u00e9\u4e2d\u{1F600}".repeat(20_000);
+    expect(q.get(long)).toEqual({ v: long, n: 5 * 20_000 });
+    expect(q.get("x".repeat(100_000))).toEqual({ v: "x".repeat(100_000), n: 100_000 });
   });
 
   it("text with an embedded NUL survives", () => {

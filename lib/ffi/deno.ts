@@ -52,8 +52,12 @@ export function loadDeno(path: string): Ffi {
   const symbols: Record<string, unknown> = { ...lib.symbols };
   for (const [name, def] of Object.entries(functions)) {
     if (def.returns !== "i64") continue;
-    const raw = lib.symbols[name];
-    symbols[name] = (...args: unknown[]): number | bigint => narrow(raw(...args) as bigint | number);
+    const raw = lib.symbols[name] as (a?: unknown, b?: unknown) => bigint | number;
+    symbols[name] = def.args.length === 1
+      ? (a: unknown) => narrow(raw(a))
+      : def.args.length === 2
+      ? (a: unknown, b: unknown) => narrow(raw(a, b))
+      : (...args: unknown[]) => narrow((raw as (...a: unknown[]) => bigint | number)(...args));
   }
   const { UnsafePointer, UnsafePointerView, UnsafeCallback } = D;
   const obj = (p: Ptr): object => p as unknown as object;
@@ -65,7 +69,12 @@ export function loadDeno(path: string): Ffi {
     NULL: null as unknown as Ptr,
     isNull: (p) => p === null,
     cstring: (p) => (p === null ? "" : UnsafePointerView.getCString(obj(p))),
-    text: (p, n) => decoder.decode(new Uint8Array(view(p, n))),
+    text: (p, n) => {
+      // getCString is native and fast; it is the whole text when it has n characters
+      // (then every byte was ASCII and none was NUL). Otherwise decode the n bytes.
+      const s = UnsafePointerView.getCString(obj(p));
+      return s.length === n ? s : decoder.decode(new Uint8Array(view(p, n)));
+    },
     bytes: (p, n) => new Uint8Array(view(p, n)).slice(),
     write: (p, data) => new Uint8Array(view(p, data.length)).set(data),
     outPtr: (cell) => UnsafePointer.create(cell[0]) as unknown as Ptr,
