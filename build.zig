@@ -412,7 +412,7 @@ fn addPlatformTests(b: *std.Build) void {
             tests_step.dependOn(&b.addInstallArtifact(platform_exe, dest).step);
         } else {
             const run = b.addRunArtifact(platform_exe);
-            run.addArg(b.makeTempPath());
+            _ = run.addOutputDirectoryArg("scratch"); // where the test creates and deletes its files
             run.has_side_effects = true;
             host_step.dependOn(&run.step);
         }

@@ -101,6 +101,16 @@ export function readElf(buf) {
   const r = new Reader(buf, true);
   const type = r.u16(16, "e_type");
   const machineId = r.u16(18, "e_machine");
+  const phoff = r.u64(0x20, "e_phoff");
+  const phentsize = r.u16(0x36, "e_phentsize");
+  const phnum = r.u16(0x38, "e_phnum");
+  // PT_GNU_STACK: without it, or with PF_X, the loader maps an executable stack
+  // (and glibc 2.41+ refuses to dlopen such a library).
+  let execStack = type === 1 ? null : true;
+  for (let i = 0; i < phnum; i++) {
+    const o = phoff + i * phentsize;
+    if (r.u32(o, "p_type") === 0x6474e551) execStack = (r.u32(o + 4, "p_flags") & 1) !== 0;
+  }
   const shoff = r.u64(0x28, "e_shoff");
   const shentsize = r.u16(0x3a, "e_shentsize");
   const shnum = r.u16(0x3c, "e_shnum");
@@ -118,7 +128,6 @@ export function readElf(buf) {
     });
   }
   const strAt = (sec, idx) => r.cstr(sections[sec.link]?.offset + idx, "ELF string");
-  r.need(0, 0, "");
   for (const s of sections) if (s.type !== 8 /* NOBITS */) r.need(s.offset, s.size, "ELF section");
 
   // Symbols: .dynsym for a shared object (what the dynamic linker sees), .symtab
@@ -144,6 +153,7 @@ export function readElf(buf) {
 
   const needed = [];
   let soname = null;
+  let textrel = false;
   const dyn = sections.find((s) => s.type === SHT_DYNAMIC);
   if (dyn) {
     for (let o = dyn.offset; o + 16 <= dyn.offset + dyn.size; o += 16) {
@@ -152,6 +162,7 @@ export function readElf(buf) {
       const val = r.u64(o + 8, "d_val");
       if (tag === DT_NEEDED) needed.push(strAt(dyn, val));
       if (tag === DT_SONAME) soname = strAt(dyn, val);
+      if (tag === 22n /* DT_TEXTREL */ || (tag === 30n /* DT_FLAGS */ && (val & 4) !== 0)) textrel = true;
     }
   }
 
@@ -185,6 +196,8 @@ export function readElf(buf) {
     needed,
     soname,
     versionNeeds,
+    execStack,
+    textrel,
   };
 }
 

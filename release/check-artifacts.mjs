@@ -150,6 +150,8 @@ function checkFile(target, spec, role, path, ctx) {
   row.deps = shortDeps(info.needed ?? []);
 
   if (info.format === "elf") {
+    if (info.execStack) fail("needs an executable stack (no PT_GNU_STACK or PF_X set)");
+    if (info.textrel) fail("has text relocations (not position-independent)");
     const glibc = info.versionNeeds.filter((v) => v.version.startsWith("GLIBC_")).map((v) => v.version.slice(6));
     if (spec.libc === "glibc") {
       const newest = glibc.reduce((a, v) => (versionGreater(v, a) ? v : a), "0");

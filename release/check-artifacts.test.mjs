@@ -75,6 +75,24 @@ describe("check-artifacts", { skip }, () => {
     expectProblem(dir, "linux-x64-gnu", /needs GLIBC_2\.34 \(newer than 2\.17\)/);
   });
 
+  test("an executable stack fails", () => {
+    const dir = copyTarget("linux-x64-gnu");
+    const file = join(dir, "linux-x64-gnu", "libmwsqlite3.so");
+    const buf = readFileSync(file);
+    const phoff = Number(buf.readBigUInt64LE(0x20));
+    let found = false;
+    for (let i = 0; i < buf.readUInt16LE(0x38); i++) {
+      const o = phoff + i * buf.readUInt16LE(0x36);
+      if (buf.readUInt32LE(o) === 0x6474e551) {
+        buf.writeUInt32LE(buf.readUInt32LE(o + 4) | 1, o + 4);
+        found = true;
+      }
+    }
+    assert.ok(found, "no PT_GNU_STACK in the built library");
+    writeFileSync(file, buf);
+    expectProblem(dir, "linux-x64-gnu", /libmwsqlite3\.so: needs an executable stack/);
+  });
+
   test("a glibc build in a musl folder fails", () => {
     const dir = copyTarget("linux-x64-gnu", "linux-x64-musl");
     expectProblem(dir, "linux-x64-musl", /libmwsqlite3\.so: depends on: .*libc\.so\.6/);
