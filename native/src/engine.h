@@ -16,7 +16,7 @@
 
 /* 1 once the log (log.c) is part of the build; 0 keeps commits in memory only. */
 #ifndef MW_USE_LOG
-#  define MW_USE_LOG 0
+#  define MW_USE_LOG 1
 #endif
 
 #if MW_USE_LOG
