@@ -50,20 +50,21 @@ static int in_sorted(const uint32_t *a, int n, uint32_t v) {
   return lo < n && a[lo] == v;
 }
 
-/* Schema cookie (page 1 bytes 40..43) as the lane sees it, and the newest one.
-** Caller holds page 1's stripe. */
-static int cookies(mw_lane *l, uint32_t *pView, uint32_t *pNewest) {
+/* Schema cookie (page 1 bytes 40..43) as the lane sees it, the newest one, and the
+** newest database size (page 1 bytes 28..31). Caller holds page 1's stripe. */
+static int cookies(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t *pSize) {
   mw_db *db = l->db;
   mw_chain *c = mw_store_chain_locked(&db->store, 1);
   const mw_pver *vv = c ? mw_chain_view(c, l->snap, l->own, l->nown) : 0;
   const mw_pver *vn = (c && c->n) ? &c->v[c->n - 1] : 0;
-  unsigned char b[4];
+  unsigned char b[16];
   if (vv == 0 || vn == 0) {
-    int rc = mw_db_read_file(db, 1, b, 40, 4);
+    int rc = mw_db_read_file(db, 1, b, 28, 16);
     if (rc != SQLITE_OK) return rc;
   }
-  *pView = vv ? mw_get32(vv->img + 40) : mw_get32(b);
-  *pNewest = vn ? mw_get32(vn->img + 40) : mw_get32(b);
+  *pView = vv ? mw_get32(vv->img + 40) : mw_get32(b + 12);
+  *pNewest = vn ? mw_get32(vn->img + 40) : mw_get32(b + 12);
+  *pSize = vn ? mw_get32(vn->img + 28) : mw_get32(b);
   return SQLITE_OK;
 }
 
@@ -132,8 +133,8 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
 
   /* 4. Validate. */
   int conflict = 0;
-  uint32_t view_cookie = 0, newest_cookie = 0;
-  rc = cookies(l, &view_cookie, &newest_cookie);
+  uint32_t view_cookie = 0, newest_cookie = 0, newest_size = 0;
+  rc = cookies(l, &view_cookie, &newest_cookie, &newest_size);
   if (rc == SQLITE_OK && view_cookie != newest_cookie) conflict = MW_STAT_CONFLICT_SCHEMA;
   for (int i = 0; rc == SQLITE_OK && !conflict && i < nw; i++) {
     mw_chain *c = mw_store_chain_locked(s, wp[i]);
@@ -170,6 +171,13 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     }
     goto out;
   }
+
+  /* The size after this commit. Every change of the size writes page 1 (the
+  ** in-header size, bytes 28..31), and every committer holds page 1's stripe:
+  ** a commit that does not write page 1 keeps the newest size, not the one of its
+  ** older snapshot (which would cut off pages that others added). */
+  uint32_t lane_pages = db_pages;
+  if (!writes_page1) db_pages = newest_size;
 
   /* 5. The epoch and the log offset, together. */
   mw_mutex_lock(&db->mu);
@@ -247,7 +255,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     l->cap_own = ncap;
   }
   l->own[l->nown++] = epoch;
-  l->cur_size = db_pages;
+  l->cur_size = lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
 
 out:
