@@ -68,6 +68,21 @@ static int cookies(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t *pSi
   return SQLITE_OK;
 }
 
+static int interior_type(unsigned char t) { return t == 0x02 || t == 0x05; }
+
+/* 1 when the page was or became an interior b-tree page: it routes searches, so a
+** commit that navigated through an older version of it may have put cells under
+** the wrong parent. Caller holds the page's stripe. */
+static int routes(mw_lane *l, const mw_chain *c, uint32_t pgno) {
+  const mw_pver *vn = &c->v[c->n - 1];
+  if (interior_type(vn->img[0])) return 1;
+  const mw_pver *vv = mw_chain_view(c, l->snap, l->own, l->nown);
+  if (vv) return interior_type(vv->img[0]);
+  unsigned char t = 0;
+  if (mw_db_read_file(l->db, pgno, &t, 0, 1) != SQLITE_OK) return 1;
+  return interior_type(t);
+}
+
 int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   mw_db *db = l->db;
   mw_store *s = &db->store;
@@ -147,15 +162,20 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   ** after the snapshot's end, engine.md section 7), relocate.c renumbers the new
   ** pages here instead of refusing. */
   /* A schema change always validates its reads, whatever mw_readcheck says: an
-  ** index built from rows another commit changed would be wrong. */
+  ** index built from rows another commit changed would be wrong. Without
+  ** mw_readcheck the interior pages read are still validated: a commit that
+  ** navigated through a stale parent would file cells under the wrong divider
+  ** and corrupt the b-tree (the checker shows it); write skew stays possible. */
   int ddl = writes_page1 && mw_get32(img[0] + 40) != view_cookie;
-  if (rc == SQLITE_OK && !conflict && (l->readcheck || ddl)) {
+  int full = l->readcheck || ddl;
+  if (rc == SQLITE_OK && !conflict) {
     if (l->rs_failed) conflict = MW_STAT_CONFLICT_READ;
     for (int i = 0; !conflict && i < nr; i++) {
       mw_chain *c = mw_store_chain_locked(s, rp[i]);
       if (c && c->n) {
         uint64_t e = c->v[c->n - 1].epoch;
-        if (e > l->snap && !is_own(l, e)) conflict = MW_STAT_CONFLICT_READ;
+        if (e > l->snap && !is_own(l, e) && (full || routes(l, c, rp[i])))
+          conflict = MW_STAT_CONFLICT_READ;
       }
     }
   }
