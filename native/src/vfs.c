@@ -96,17 +96,19 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
 }
 
 /* ---------------------------------------------------------------- refused open */
+/* A refused open gets a file of its own that touches nothing on disk: it reads
+** as an empty database, so that sqlite3_open gets as far as the auto-extension,
+** and refuses every write and the wal-index. */
 
 static int err_close(sqlite3_file *f) {
   mw_file *p = (mw_file *)f;
-  int rc = p->real->pMethods ? p->real->pMethods->xClose(p->real) : SQLITE_OK;
   sqlite3_free(p->err);
   p->err = 0;
-  return rc;
+  return SQLITE_OK;
 }
 static int err_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
-  mw_file *p = (mw_file *)f;
-  return p->real->pMethods->xRead(p->real, b, n, o);
+  memset(b, 0, (size_t)n);
+  return SQLITE_IOERR_SHORT_READ;
 }
 static int err_refuse_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
   return SQLITE_CANTOPEN;
@@ -114,8 +116,8 @@ static int err_refuse_write(sqlite3_file *f, const void *b, int n, sqlite3_int64
 static int err_refuse_trunc(sqlite3_file *f, sqlite3_int64 n) { return SQLITE_CANTOPEN; }
 static int err_sync(sqlite3_file *f, int flags) { return SQLITE_OK; }
 static int err_size(sqlite3_file *f, sqlite3_int64 *n) {
-  mw_file *p = (mw_file *)f;
-  return p->real->pMethods->xFileSize(p->real, n);
+  *n = 0;
+  return SQLITE_OK;
 }
 static int err_lock(sqlite3_file *f, int l) { return l > SQLITE_LOCK_SHARED ? SQLITE_CANTOPEN : SQLITE_OK; }
 static int err_unlock(sqlite3_file *f, int l) { return SQLITE_OK; }
@@ -182,20 +184,13 @@ static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, in
       if (err == 0) return rc;
       /* The open itself worked up to the engine: report the engine's message. */
     }
-    /* Refused: keep the file openable so that sqlite3_open reaches the
+    /* Refused: a file that touches nothing, so that sqlite3_open reaches the
     ** auto-extension, which fails the open with the message. */
     memset(p, 0, sizeof(*p));
-    p->real = real_of(p);
     p->kind = MW_KIND_ERR;
     p->err = err;
-    int rc2 = root->xOpen(root, zName, p->real, flags & ~SQLITE_OPEN_CREATE, pOut);
-    if (rc2 != SQLITE_OK) {
-      /* Nothing to read: fail plainly (the message cannot reach the caller). */
-      sqlite3_free(err);
-      p->err = 0;
-      return rc;
-    }
     p->base.pMethods = &mw_err_methods;
+    if (pOut) *pOut = flags;
     return SQLITE_OK;
   }
   if (zName && (flags & SQLITE_OPEN_WAL)) {
