@@ -187,6 +187,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
 #endif
     if (conflict) {
       l->stats[conflict]++;
+      l->losses++;
       rc = SQLITE_BUSY_SNAPSHOT;
     }
     goto out;
@@ -277,6 +278,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   l->own[l->nown++] = epoch;
   l->cur_size = lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
+  l->losses = 0;
 
 out:
   if (!installed && img)

@@ -122,6 +122,8 @@ struct mw_db {
   uint64_t compacted;          /* the database file holds the state at this epoch */
   mw_pending ring[MW_RING];
   mw_lane *lanes;              /* every lane, for the snapshot registry */
+  mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */
+  int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
 
   /* compactor */
@@ -157,6 +159,14 @@ void mw_db_remove_lane(mw_db *db, mw_lane *l);
 /* Starts a snapshot for the lane: *pSnap and *pSize at the newest visible epoch. */
 void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_snapshot_end(mw_db *db, mw_lane *l);
+/* The same for a transaction's snapshot, with the hot-spot turn: a lane that lost
+** MW_TURN_AFTER commits in a row waits for the transactions in flight to end and
+** holds new ones back until its own transaction ends (each wait is bounded, so
+** two connections used by one thread cannot deadlock). */
+#define MW_TURN_AFTER 8
+#define MW_TURN_WAIT_MS 200
+void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
+void mw_db_txn_end(mw_db *db, mw_lane *l);
 /* Reads page bytes from the database file (pages the store does not hold). */
 int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt);
 
@@ -223,6 +233,9 @@ struct mw_lane {
   uint32_t rs_cap, rs_count;
   int rs_failed;               /* a read could not be recorded: refuse the commit */
   unsigned char *pgbuf;        /* one page, scratch */
+
+  int losses;                  /* commits refused in a row */
+  int counted;                 /* counted in db->active */
 
   int64_t stats[MW_STAT_COUNT];
 };

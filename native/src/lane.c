@@ -79,7 +79,7 @@ static void read_set_clear(mw_lane *l) {
 /* ---------------------------------------------------------------- snapshots */
 
 static void snap_begin(mw_lane *l) {
-  mw_db_snapshot_begin(l->db, l, &l->snap, &l->snap_size);
+  mw_db_txn_begin(l->db, l, &l->snap, &l->snap_size);
   l->cur_size = l->snap_size;
   l->in_snap = 1;
   l->nown = 0;
@@ -88,7 +88,7 @@ static void snap_begin(mw_lane *l) {
 }
 
 static void snap_end(mw_lane *l) {
-  mw_db_snapshot_end(l->db, l);
+  mw_db_txn_end(l->db, l);
   l->stats[MW_STAT_SNAPSHOT_EPOCH] = (int64_t)l->snap;
   l->stats[MW_STAT_COMMIT_EPOCH] = l->nown ? (int64_t)l->own[l->nown - 1] : 0;
   l->in_snap = 0;
