@@ -145,7 +145,15 @@ static void db_free(mw_db *db) {
 
 static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
                    char **pzErr) {
-  int rc = convert_to_wal(root, zPath, pzErr);
+  int rc = SQLITE_OK;
+  /* With a log left behind (a crash), the file is the engine's, in WAL mode, and
+  ** may be half compacted: only the log's replay makes it whole, so no stock
+  ** connection may look at it first. */
+  char *logname = sqlite3_mprintf("%s-mw", zPath);
+  if (logname == 0) return SQLITE_NOMEM;
+  int have_log = mw_file_exists(logname);
+  sqlite3_free(logname);
+  if (!have_log) rc = convert_to_wal(root, zPath, pzErr);
   if (rc != SQLITE_OK) return rc;
   mw_db *db = calloc(1, sizeof(*db));
   if (db == 0) return SQLITE_NOMEM;
