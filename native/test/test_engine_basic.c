@@ -57,6 +57,33 @@ int main(void) {
   CHECK(tu_int(b, "SELECT count(*) FROM t") == 2002);
   CHECK(tu_integrity_ok(b));
 
+  /* Several commits in one snapshot: a SELECT still steps (its read transaction
+  ** stays open) while the same connection commits twice in autocommit mode. The
+  ** second commit is validated against the first (its own epoch), the rows it
+  ** reads come from its own commits, and another connection's commit to a page
+  ** this snapshot read refuses the next one. */
+  tu_exec(a, "CREATE TABLE m(k INTEGER PRIMARY KEY, v)");
+  tu_exec(a, "INSERT INTO m VALUES(1, 0), (2, 0)");
+  sqlite3_stmt *cur = 0;
+  CHECK_RC(sqlite3_prepare_v2(a, "SELECT k FROM m ORDER BY k", -1, &cur, 0), SQLITE_OK);
+  CHECK_RC(sqlite3_step(cur), SQLITE_ROW);
+  int64_t snap = tu_stat(a, MW_STAT_SNAPSHOT_EPOCH);
+  tu_exec(a, "UPDATE m SET v=v+1 WHERE k=1");
+  int64_t e1 = tu_stat(a, MW_STAT_COMMIT_EPOCH);
+  tu_exec(a, "UPDATE m SET v=v+1 WHERE k=1");
+  int64_t e2 = tu_stat(a, MW_STAT_COMMIT_EPOCH);
+  CHECK(tu_stat(a, MW_STAT_SNAPSHOT_EPOCH) == snap);
+  CHECK(e1 > snap && e2 > e1);
+  CHECK(tu_int(a, "SELECT v FROM m WHERE k=1") == 2);
+  CHECK(tu_int(b, "SELECT v FROM m WHERE k=1") == 2);
+  /* b changes the page a's snapshot read: a's next commit must be refused. */
+  tu_exec(b, "UPDATE m SET v=100 WHERE k=2");
+  CHECK_RC(tu_try(a, "UPDATE m SET v=v+1 WHERE k=1"), SQLITE_BUSY_SNAPSHOT);
+  CHECK_RC(sqlite3_step(cur), SQLITE_ROW);
+  sqlite3_finalize(cur);
+  CHECK(tu_int(a, "SELECT v FROM m WHERE k=1") == 2);
+  CHECK(tu_int(a, "SELECT v FROM m WHERE k=2") == 100);
+
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 
