@@ -173,6 +173,37 @@ static int ensure_idx(mw_log *log, size_t extra) {
   return SQLITE_OK;
 }
 
+/* ---- space ------------------------------------------------------------------------- */
+
+/* Makes the file at least `target` bytes long with [from, target) reserved on disk, and
+** with syncs on, written with zeros: fallocate alone leaves the new extents "unwritten"
+** (ext4, xfs), and then the first data sync after each record converts one, which is
+** a journal commit: a sync that is no longer data-only. Writing the zeros once per step
+** (the caller syncs them) keeps every later sync of a record data-only, as for a WAL
+** that SQLite reuses. SQLITE_FULL when the disk has no room for it. */
+static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target) {
+  static const unsigned char zeros[65536];
+  int rc = mw_file_preallocate(fd, target, 0);
+  if (rc != SQLITE_OK || log->sync_mode == 0) return rc;
+  mw_iovec iov[16];
+  for (int i = 0; i < 16; i++) { iov[i].base = zeros; iov[i].len = sizeof(zeros); }
+  while (rc == SQLITE_OK && from < target) {
+    uint64_t n = target - from;
+    int cnt = 0;
+    while (cnt < 16 && n > 0) {
+      iov[cnt].len = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+      n -= iov[cnt].len;
+      cnt++;
+    }
+    uint64_t len = 0;
+    for (int i = 0; i < cnt; i++) len += iov[i].len;
+    rc = mw_file_pwritev(fd, iov, cnt, from, 0);
+    for (int i = 0; i < cnt; i++) iov[i].len = sizeof(zeros);
+    from += len;
+  }
+  return rc;
+}
+
 /* ---- group commit ---------------------------------------------------------------- */
 
 /* Writes the contiguous prefix of staged records while no one else writes. Called
@@ -461,19 +492,25 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
     /* Grow the file by whole steps so that most syncs have no size change to write;
     ** when the disk cannot give a whole step, take just what this record needs. */
     uint64_t need_phys = need - log->shift;
+    uint64_t from = log->alloc_end - log->shift; /* nothing is ever written past it */
     uint64_t target = round_up(need_phys, log->step);
     mw_fd fd = log->fd;
     log->growing = 1;
     mw_mutex_unlock(&log->mu);
-    rc = mw_file_preallocate(fd, target, 0);
+    rc = grow_file(log, fd, from, target);
     if (rc == SQLITE_FULL && target > need_phys) {
       target = need_phys;
-      rc = mw_file_preallocate(fd, target, 0);
+      rc = grow_file(log, fd, from, target);
     }
+    int sync_rc = SQLITE_OK;
+    if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
     mw_mutex_lock(&log->mu);
     log->growing = 0;
     mw_cond_broadcast(&log->cv);
-    if (rc != SQLITE_OK) break; /* not sticky: nothing was assigned */
+    /* A failed sync may have dropped records written but not yet synced: sticky. */
+    if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
+    if (rc == SQLITE_OK) rc = sync_rc;
+    if (rc != SQLITE_OK) break; /* otherwise not sticky: nothing was assigned */
     /* No compaction switched the file meanwhile (it waits for !growing). */
     if (target + log->shift > log->alloc_end) log->alloc_end = target + log->shift;
   }
@@ -634,6 +671,7 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   uint64_t old_shift = log->shift;
   uint64_t w1 = log->written_end;
   uint64_t new_shift = cut - MW_LOG_HDR_SIZE;
+  uint64_t alloc1 = round_up(log->assigned_end + log->reserved - new_shift, log->step);
   mw_mutex_unlock(&log->mu);
 
   /* Phase 1, commits going on: the new file with the new base and the records already
@@ -650,6 +688,9 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
   }
   if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
+  /* The room for what is reserved now, zeroed, and synced: phase 2 has little left. */
+  if (rc == SQLITE_OK) rc = grow_file(log, tfd, w1 - new_shift, alloc1);
+  if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
 
   /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment and
   ** staging go on (they only need offsets). */
@@ -660,11 +701,12 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   /* Room for everything assigned or reserved so far; reserve waits while switching, so
   ** assigned_end + reserved cannot change until the switch is over. */
   uint64_t alloc_phys = round_up(log->assigned_end + log->reserved - new_shift, log->step);
+  if (alloc_phys < alloc1) alloc_phys = alloc1;
   if (log->error != SQLITE_OK && rc == SQLITE_OK) rc = log->error;
   mw_mutex_unlock(&log->mu);
 
+  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
   if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
-  if (rc == SQLITE_OK) rc = mw_file_preallocate(tfd, alloc_phys, 0);
   if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
