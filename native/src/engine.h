@@ -192,6 +192,7 @@ typedef struct mw_file {
   mw_lane *lane;               /* MAIN and WAL */
   sqlite3_file *real;          /* MAIN and ERR: the file through the root VFS */
   char *err;                   /* ERR: why the open is refused */
+  int reads;                   /* ERR: reads so far */
 } mw_file;
 
 /* vfs.c: the root VFS under "multiwriter". */

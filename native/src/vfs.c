@@ -106,7 +106,12 @@ static int err_close(sqlite3_file *f) {
   p->err = 0;
   return SQLITE_OK;
 }
+/* The header read of sqlite3BtreeOpen is the only read a refused main database
+** needs before the auto-extension fails the open; a refused ATTACH fails on the
+** next read (its message cannot reach the caller, but it does not go unnoticed). */
 static int err_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
+  mw_file *p = (mw_file *)f;
+  if (p->reads++ > 0) return SQLITE_CANTOPEN;
   memset(b, 0, (size_t)n);
   return SQLITE_IOERR_SHORT_READ;
 }
@@ -119,7 +124,7 @@ static int err_size(sqlite3_file *f, sqlite3_int64 *n) {
   *n = 0;
   return SQLITE_OK;
 }
-static int err_lock(sqlite3_file *f, int l) { return l > SQLITE_LOCK_SHARED ? SQLITE_CANTOPEN : SQLITE_OK; }
+static int err_lock(sqlite3_file *f, int l) { return SQLITE_CANTOPEN; }
 static int err_unlock(sqlite3_file *f, int l) { return SQLITE_OK; }
 static int err_check(sqlite3_file *f, int *r) { *r = 0; return SQLITE_OK; }
 static int err_fcntl(sqlite3_file *f, int op, void *arg) { return SQLITE_NOTFOUND; }

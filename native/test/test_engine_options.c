@@ -71,6 +71,14 @@ int main(void) {
   tu_exec(db, "PRAGMA synchronous=FULL");
   tu_exec(db, "INSERT INTO t VALUES(1)");
   CHECK(tu_int(db, "SELECT count(*) FROM t") == 1);
+  /* A refused ATTACH fails too (its message cannot reach the caller). */
+  {
+    char sql[700];
+    snprintf(sql, sizeof sql, "ATTACH 'file:%s/att.db?vfs=multiwriter&mw_bogus=1' AS att", dir);
+    CHECK(tu_try(db, sql) != SQLITE_OK);
+    snprintf(side, sizeof side, "%s/att.db", dir);
+    CHECK(access(side, F_OK) != 0);
+  }
   /* mw=0 on another file: stock SQLite, no engine. */
   snprintf(side, sizeof side, "%s/stock.db", dir);
   sqlite3 *st = tu_open(side, "mw=0");
