@@ -50,21 +50,29 @@ static int in_sorted(const uint32_t *a, int n, uint32_t v) {
   return lo < n && a[lo] == v;
 }
 
-/* Schema cookie (page 1 bytes 40..43) as the lane sees it, the newest one, and the
-** newest database size (page 1 bytes 28..31). Caller holds page 1's stripe. */
-static int cookies(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t *pSize) {
+/* Page 1 as the lane sees it against the newest page 1, under page 1's stripe:
+** the schema cookie (bytes 40..43) of both, the newest database size (28..31), and
+** whether the other header fields a transaction can read (44..91: user_version,
+** application_id, ...) changed. Page 1 is not in the read set: its size, change
+** counter and freelist change with every growth, and only writers of page 1 (who
+** conflict on it) depend on those. */
+static int page1_check(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t *pSize,
+                       int *pMeta) {
   mw_db *db = l->db;
   mw_chain *c = mw_store_chain_locked(&db->store, 1);
   const mw_pver *vv = c ? mw_chain_view(c, l->snap, l->own, l->nown) : 0;
   const mw_pver *vn = (c && c->n) ? &c->v[c->n - 1] : 0;
-  unsigned char b[16];
+  unsigned char b[92];
   if (vv == 0 || vn == 0) {
-    int rc = mw_db_read_file(db, 1, b, 28, 16);
+    int rc = mw_db_read_file(db, 1, b + 28, 28, 64);
     if (rc != SQLITE_OK) return rc;
   }
-  *pView = vv ? mw_get32(vv->img + 40) : mw_get32(b + 12);
-  *pNewest = vn ? mw_get32(vn->img + 40) : mw_get32(b + 12);
-  *pSize = vn ? mw_get32(vn->img + 28) : mw_get32(b);
+  const unsigned char *view = vv ? vv->img : b;
+  const unsigned char *newest = vn ? vn->img : b;
+  *pView = mw_get32(view + 40);
+  *pNewest = mw_get32(newest + 40);
+  *pSize = mw_get32(newest + 28);
+  *pMeta = memcmp(view + 44, newest + 44, 48) != 0;
   return SQLITE_OK;
 }
 
@@ -149,7 +157,8 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   /* 4. Validate. */
   int conflict = 0;
   uint32_t view_cookie = 0, newest_cookie = 0, newest_size = 0;
-  rc = cookies(l, &view_cookie, &newest_cookie, &newest_size);
+  int meta_changed = 0;
+  rc = page1_check(l, &view_cookie, &newest_cookie, &newest_size, &meta_changed);
   if (rc == SQLITE_OK && view_cookie != newest_cookie) conflict = MW_STAT_CONFLICT_SCHEMA;
   for (int i = 0; rc == SQLITE_OK && !conflict && i < nw; i++) {
     mw_chain *c = mw_store_chain_locked(s, wp[i]);
@@ -169,7 +178,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   int ddl = writes_page1 && mw_get32(img[0] + 40) != view_cookie;
   int full = l->readcheck || ddl;
   if (rc == SQLITE_OK && !conflict) {
-    if (l->rs_failed) conflict = MW_STAT_CONFLICT_READ;
+    if (l->rs_failed || (full && meta_changed && !writes_page1)) conflict = MW_STAT_CONFLICT_READ;
     for (int i = 0; !conflict && i < nr; i++) {
       mw_chain *c = mw_store_chain_locked(s, rp[i]);
       if (c && c->n) {

@@ -58,6 +58,14 @@ int main(void) {
   tu_exec(b, "INSERT INTO oncall VALUES(3, 1, 'c')");
   CHECK(tu_int(a, "SELECT count(*) FROM oncall INDEXED BY oncall_duty WHERE on_duty=1") >= 1);
   CHECK(tu_integrity_ok(a));
+
+  /* Page 1's header fields are reads too: b decides from user_version, a changes it. */
+  tu_exec(b, "BEGIN");
+  CHECK(tu_int(b, "PRAGMA user_version") == 0);
+  tu_exec(b, "UPDATE oncall SET on_duty=5 WHERE id=3");
+  tu_exec(a, "PRAGMA user_version=7");
+  CHECK_RC(tu_try(b, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
+  CHECK(tu_int(b, "PRAGMA user_version") == 7);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
   tu_rmdir();
