@@ -20,8 +20,42 @@ static int slow_sync_us;   /* the hook sleeps this long inside each data sync */
 static int in_sync;        /* a data sync is in progress (set around the sleep) */
 static int overlapped;     /* writes that started while a sync was in progress */
 
+/* The end of the contiguous run of complete, valid records that were in the file when
+** the latest data sync started: what that sync makes durable. A commit may only be
+** acknowledged once this passes its record. */
+static uint64_t sync_prefix = MW_LOG_HDR_SIZE, next_scan_epoch = 2;
+static pthread_mutex_t scan_mu = PTHREAD_MUTEX_INITIALIZER;
+static int scan_on;
+
+static void scan_prefix(int fd) {
+  pthread_mutex_lock(&scan_mu);
+  unsigned char hdr[MW_LOG_HDR_SIZE];
+  CHECK(pread(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr));
+  uint64_t salt;
+  memcpy(&salt, hdr + MW_LOG_HDR_SALT, 8);
+  uint64_t off = __atomic_load_n(&sync_prefix, __ATOMIC_SEQ_CST);
+  static unsigned char rec[MW_REC_HDR_SIZE + 64 * (4 + PS)];
+  for (;;) {
+    if (pread(fd, rec, MW_REC_HDR_SIZE, (off_t)off) != MW_REC_HDR_SIZE) break;
+    uint32_t magic, n;
+    uint64_t epoch, ck;
+    memcpy(&magic, rec, 4);
+    memcpy(&n, rec + MW_REC_NPAGES, 4);
+    memcpy(&epoch, rec + MW_REC_EPOCH, 8);
+    memcpy(&ck, rec + MW_REC_CKSUM, 8);
+    if (magic != MW_REC_MAGIC || epoch != next_scan_epoch || n > 64) break;
+    size_t blen = (size_t)n * (4 + PS);
+    if (pread(fd, rec + MW_REC_HDR_SIZE, blen, (off_t)(off + MW_REC_HDR_SIZE)) != (ssize_t)blen) break;
+    if (mw_log_checksum(mw_log_checksum(salt, rec, MW_REC_CKSUM), rec + MW_REC_HDR_SIZE, blen) != ck) break;
+    off += MW_REC_HDR_SIZE + blen;
+    next_scan_epoch++;
+  }
+  __atomic_store_n(&sync_prefix, off, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&scan_mu);
+}
+
 static int count_hook(int op, mw_fd fd) {
-  (void)fd;
+  if (op == MW_OP_DATASYNC && scan_on) scan_prefix(fd);
   if (!pthread_equal(pthread_self(), main_thread)) __atomic_add_fetch(&off_thread, 1, __ATOMIC_RELAXED);
   if (op == MW_OP_WRITE) {
     __atomic_add_fetch(&writes, 1, __ATOMIC_RELAXED);
@@ -58,6 +92,8 @@ static void *run_worker(void *arg) {
     if (tl_commit(w->log, PS, w->next_epoch, MAXP, w->pub, &end) != SQLITE_OK) w->bad = 1;
     /* Acknowledged: a sync started after this commit began, and its bytes are there. */
     if (__atomic_load_n(&syncs, __ATOMIC_SEQ_CST) <= s0) w->bad = 2;
+    /* ... and that sync started when the whole record was in the file. */
+    if (__atomic_load_n(&sync_prefix, __ATOMIC_SEQ_CST) < end) w->bad = 3;
   }
   return 0;
 }
@@ -100,10 +136,12 @@ int main(void) {
   /* Many committers: groups form (fewer syncs than commits), writes overlap syncs,
   ** every record comes back in epoch order. A slow sync (1 ms more) makes it certain
   ** on any disk. */
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  /* One preallocation for the whole run: its zero fill and sync are not a group's. */
+  CHECK_RC(tl_open(db, PS, 1, 8u << 20, MAXP, &seen, &log, &base, &last), SQLITE_OK);
   CHECK(last == 1);
   reset_counts();
   slow_sync_us = 1000;
+  scan_on = 1;
   mw_fault_hook = count_hook;
   mw_mutex pub;
   mw_mutex_init(&pub);
@@ -119,17 +157,19 @@ int main(void) {
   }
   for (int i = 0; i < THREADS; i++) {
     pthread_join(th[i], 0);
+    if (w[i].bad) printf("committer %d: bad %d\n", i, w[i].bad);
     CHECK(w[i].bad == 0);
   }
   mw_fault_hook = 0;
   slow_sync_us = 0;
+  scan_on = 0;
   const int commits = THREADS * PER_THREAD;
   printf("%d committers: %d commits, %d writes, %d syncs, %d writes during a sync\n", THREADS, commits,
          writes, syncs, overlapped);
   CHECK(epoch - 2 == (uint64_t)commits);
   CHECK(syncs < commits / 2);
   CHECK(writes < commits);
-  CHECK(overlapped > 0);
+  CHECK(overlapped > commits / 20);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   mw_mutex_destroy(&pub);
   check_recovered(epoch - 1, 1);

@@ -181,11 +181,15 @@ int main(void) {
 
   /* A read error during the scan is an error, not the end of the log; the file stays. */
   tl_write_file(logp, full, full_n);
-  read_fail_after = 10;
-  mw_fault_hook = fail_reads;
-  expect_open(SQLITE_IOERR_READ, 0, 0);
-  mw_fault_hook = 0;
-  CHECK(tl_file_size(logp) == full_n);
+  /* reads: 0 = header, then per record its header and its body */
+  int read_points[] = { 0, 1, 2, 9, 10 };
+  for (size_t i = 0; i < sizeof(read_points) / sizeof(read_points[0]); i++) {
+    read_fail_after = read_points[i];
+    mw_fault_hook = fail_reads;
+    expect_open(SQLITE_IOERR_READ, 0, 0);
+    mw_fault_hook = 0;
+    CHECK(tl_file_size(logp) == full_n);
+  }
   expect_open(SQLITE_OK, 2, 51);
 
   /* The replay callback's error fails the open. */
