@@ -21,6 +21,9 @@ static void expect_log(uint64_t want_base, uint64_t want_last) {
   mw_log *log = 0;
   uint64_t base = 0, last = 0;
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  if (seen.bad || base != want_base || last != want_last)
+    printf("log: bad=%d base=%llu (want %llu) last=%llu (want %llu)\n", seen.bad, (unsigned long long)base,
+           (unsigned long long)want_base, (unsigned long long)last, (unsigned long long)want_last);
   CHECK(!seen.bad && base == want_base && last == want_last);
   CHECK(seen.count == want_last - want_base);
   if (seen.count) CHECK(seen.first == want_base + 1);
@@ -188,9 +191,11 @@ int main(void) {
   /* Every record after the last base survived the switches. */
   expect_log(compacted_to, final_last);
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  /* The compactor may already have gone past final_last - 7: then this is a no-op. */
+  uint64_t want_base = compacted_to > final_last - 7 ? compacted_to : final_last - 7;
   CHECK_RC(mw_log_compacted(log, final_last - 7), SQLITE_OK);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
-  expect_log(final_last - 7, final_last);
+  expect_log(want_base, final_last);
   mw_mutex_destroy(&pub);
 
   tl_rmdir(dir);
