@@ -206,11 +206,14 @@ static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target
 
 /* ---- group commit ---------------------------------------------------------------- */
 
-/* Writes the contiguous prefix of staged records while no one else writes. Called
-** and returns with mu held; drops it around the system call. */
-static void write_ready(mw_log *log) {
+/* Writes the contiguous prefix of staged records while no one else writes, until
+** everything before `until` is written (then the caller goes on to its sync or returns,
+** and a waiting committer takes over the writing: every submitter waits, so staged
+** records always have a thread that will write them). Called and returns with mu held;
+** drops it around the system call. */
+static void write_ready(mw_log *log, uint64_t until) {
   while (log->error == SQLITE_OK && !log->writing && !log->switching && log->staged &&
-         log->staged->off == log->written_end) {
+         log->staged->off == log->written_end && log->written_end < until) {
     mw_iovec iov[MW_LOG_MAX_IOV];
     mw_staged *first = log->staged, *last = 0, *r = first;
     uint64_t start = log->written_end, end = start;
@@ -591,7 +594,7 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   while (*pp && (*pp)->off < offset) pp = &(*pp)->next;
   s->next = *pp;
   *pp = s;
-  write_ready(log);
+  write_ready(log, offset + len);
   rc = log->error;
   mw_mutex_unlock(&log->mu);
   return rc;
@@ -604,8 +607,9 @@ int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
     rc = log->error;
     if (rc != SQLITE_OK) break;
     if (log->sync_mode == 0 ? log->written_end >= end_offset : log->synced_end >= end_offset) break;
-    if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end) {
-      write_ready(log);
+    if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end &&
+        log->written_end < end_offset) {
+      write_ready(log, end_offset);
       continue;
     }
     if (log->sync_mode != 0 && !log->syncing && !log->switching && log->written_end >= end_offset) {
@@ -660,7 +664,7 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   /* Records up to base are visible, hence written; wait for them if they are not. */
   while (log->error == SQLITE_OK && log->written_end < cut) {
     if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end) {
-      write_ready(log);
+      write_ready(log, cut);
     } else {
       mw_cond_wait(&log->cv, &log->mu);
     }
@@ -764,7 +768,7 @@ int mw_log_close(mw_log *log, int remove) {
   /* Write what was submitted (a commit with synchronous=OFF may not have waited). */
   for (;;) {
     if (!log->writing && log->staged && log->staged->off == log->written_end && log->error == SQLITE_OK) {
-      write_ready(log);
+      write_ready(log, UINT64_MAX);
       continue;
     }
     if (log->writing || log->syncing || log->growing) {
