@@ -474,13 +474,50 @@ uint64_t mw_log_record_size(const mw_log *log, int npages) {
   return rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
 }
 
+/* Grows the file so that the logical offset `need` fits: by whole steps, so that most
+** syncs have no size change to write; when the disk cannot give a whole step and
+** exact_ok is set, just up to need. Called with mu held and no growth in progress;
+** drops mu meanwhile (reservations that fit the current room go on). A failed sync of
+** the new room is sticky: it may have dropped records written but not yet synced;
+** anything else (SQLITE_FULL first) is only returned. */
+static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
+  uint64_t need_phys = need - log->shift;
+  uint64_t from = log->alloc_end - log->shift; /* no record is written past it */
+  uint64_t target = round_up(need_phys, log->step);
+  mw_fd fd = log->fd;
+  log->growing = 1;
+  mw_mutex_unlock(&log->mu);
+  int rc = grow_file(log, fd, from, target);
+  if (rc == SQLITE_FULL && exact_ok && target > need_phys) {
+    target = need_phys;
+    rc = grow_file(log, fd, from, target);
+  }
+  int sync_rc = SQLITE_OK;
+  if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->growing = 0;
+  mw_cond_broadcast(&log->cv);
+  if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
+  if (rc == SQLITE_OK) rc = sync_rc;
+  /* No compaction switched the file meanwhile (it waits for !growing). */
+  if (rc == SQLITE_OK && target + log->shift > log->alloc_end) log->alloc_end = target + log->shift;
+  return rc;
+}
+
+/* Less than step/div of room left beyond `need`: time to grow ahead. mw_log_grow_ahead
+** (a background thread) acts at half a step, a committer only at a quarter, so that a
+** background thread that calls often enough spares every commit the growth. */
+static int room_is_low(const mw_log *log, uint64_t need, uint64_t div) {
+  return log->alloc_end - need < log->step / div;
+}
+
 int mw_log_reserve(mw_log *log, uint64_t bytes) {
   mw_mutex_lock(&log->mu);
   int rc;
   for (;;) {
     rc = log->error;
     if (rc != SQLITE_OK) break;
-    if (log->switching || log->growing) {
+    if (log->switching) {
       mw_cond_wait(&log->cv, &log->mu);
       continue;
     }
@@ -490,32 +527,34 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
     if (need <= log->alloc_end) {
       log->reserved += bytes;
       log->nres++;
+      /* Grow ahead while there is still room, so that the committers behind this one
+      ** do not wait for the zeros and their sync; the reservation is already held, so
+      ** a failure here (but a sticky one) is not this commit's. */
+      if (!log->growing && room_is_low(log, need, 4)) (void)grow_locked(log, log->alloc_end + 1, 0);
+      rc = log->error;
+      if (rc != SQLITE_OK) {
+        log->reserved -= bytes;
+        log->nres--;
+      }
       break;
     }
-    /* Grow the file by whole steps so that most syncs have no size change to write;
-    ** when the disk cannot give a whole step, take just what this record needs. */
-    uint64_t need_phys = need - log->shift;
-    uint64_t from = log->alloc_end - log->shift; /* nothing is ever written past it */
-    uint64_t target = round_up(need_phys, log->step);
-    mw_fd fd = log->fd;
-    log->growing = 1;
-    mw_mutex_unlock(&log->mu);
-    rc = grow_file(log, fd, from, target);
-    if (rc == SQLITE_FULL && target > need_phys) {
-      target = need_phys;
-      rc = grow_file(log, fd, from, target);
+    if (log->growing) {
+      mw_cond_wait(&log->cv, &log->mu);
+      continue;
     }
-    int sync_rc = SQLITE_OK;
-    if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
-    mw_mutex_lock(&log->mu);
-    log->growing = 0;
-    mw_cond_broadcast(&log->cv);
-    /* A failed sync may have dropped records written but not yet synced: sticky. */
-    if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
-    if (rc == SQLITE_OK) rc = sync_rc;
-    if (rc != SQLITE_OK) break; /* otherwise not sticky: nothing was assigned */
-    /* No compaction switched the file meanwhile (it waits for !growing). */
-    if (target + log->shift > log->alloc_end) log->alloc_end = target + log->shift;
+    rc = grow_locked(log, need, 1);
+    if (rc != SQLITE_OK) break; /* not sticky unless the sync failed: nothing was assigned */
+  }
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
+int mw_log_grow_ahead(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  uint64_t need = log->assigned_end + log->reserved;
+  if (rc == SQLITE_OK && !log->switching && !log->growing && room_is_low(log, need, 2)) {
+    rc = grow_locked(log, log->alloc_end + 1, 0);
   }
   mw_mutex_unlock(&log->mu);
   return rc;

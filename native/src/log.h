@@ -58,6 +58,12 @@ uint64_t mw_log_record_size(const mw_log *log, int npages);
 int mw_log_reserve(mw_log *log, uint64_t bytes);
 void mw_log_unreserve(mw_log *log, uint64_t bytes);
 
+/* Preallocates the next step now when less than half a step of room is left, so that
+** no commit pays for it (mw_log_reserve otherwise does it, with a quarter of a step
+** left, on the thread of the commit that crosses that line). Meant for a background thread (the compactor's
+** timer); SQLITE_FULL when the disk has no room (not sticky). Added by the log. */
+int mw_log_grow_ahead(mw_log *log);
+
 /* Assigns the log offset of the record of `epoch` (bytes as reserved). Must be
 ** called in strictly increasing epoch order, under the caller's publication lock. */
 uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes);

@@ -14,8 +14,17 @@
 
 static char dir[256], db[300];
 
+static uint64_t tl_file_size_of_log(mw_log *log) {
+  (void)log;
+  char p[320];
+  snprintf(p, sizeof(p), "%s-mw", db);
+  return tl_file_size(p);
+}
+
 static pthread_t main_thread;
 static int writes, syncs, prealloc, off_thread; /* counted by the hook (atomics) */
+static int in_commit, prealloc_in_commit;
+static int slow_prealloc_us, in_prealloc;
 static int slow_sync_us;   /* the hook sleeps this long inside each data sync */
 static int in_sync;        /* a data sync is in progress (set around the sleep) */
 static int overlapped;     /* writes that started while a sync was in progress */
@@ -70,6 +79,12 @@ static int count_hook(int op, mw_fd fd) {
     }
   }
   if (op == MW_OP_PREALLOC) __atomic_add_fetch(&prealloc, 1, __ATOMIC_RELAXED);
+  if (op == MW_OP_PREALLOC && in_commit) prealloc_in_commit++;
+  if (op == MW_OP_PREALLOC && slow_prealloc_us) {
+    __atomic_store_n(&in_prealloc, 1, __ATOMIC_SEQ_CST);
+    mw_sleep_us((unsigned)slow_prealloc_us);
+    __atomic_store_n(&in_prealloc, 0, __ATOMIC_SEQ_CST);
+  }
   return 0;
 }
 
@@ -95,6 +110,11 @@ static void *run_worker(void *arg) {
     /* ... and that sync started when the whole record was in the file. */
     if (__atomic_load_n(&sync_prefix, __ATOMIC_SEQ_CST) < end) w->bad = 3;
   }
+  return 0;
+}
+
+static void *grow_thread(void *arg) {
+  CHECK_RC(mw_log_grow_ahead((mw_log *)arg), SQLITE_OK);
   return 0;
 }
 
@@ -172,6 +192,40 @@ int main(void) {
   CHECK(overlapped > commits / 20);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   mw_mutex_destroy(&pub);
+  check_recovered(epoch - 1, 1);
+
+  /* With mw_log_grow_ahead called between commits (as a background thread would), no
+  ** commit ever preallocates. */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  reset_counts();
+  prealloc_in_commit = 0;
+  mw_fault_hook = count_hook;
+  epoch = 2;
+  for (int i = 0; i < 100; i++) {
+    CHECK_RC(mw_log_grow_ahead(log), SQLITE_OK);
+    in_commit = 1;
+    CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+    in_commit = 0;
+  }
+  mw_fault_hook = 0;
+  printf("grow ahead: %d preallocations, %d inside commits\n", prealloc, prealloc_in_commit);
+  CHECK(prealloc >= 3 && prealloc_in_commit == 0);
+
+  /* While the file grows (slowly here), commits that fit the room left go on. */
+  while (mw_log_size(log) + STEP / 2 <= tl_file_size_of_log(log)) {
+    CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  }
+  slow_prealloc_us = 100000;
+  mw_fault_hook = count_hook;
+  pthread_t g;
+  CHECK(pthread_create(&g, 0, grow_thread, log) == 0);
+  while (!__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST)) mw_sleep_us(1000);
+  for (int i = 0; i < 5; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  CHECK(__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST) == 1); /* done before the growth */
+  pthread_join(g, 0);
+  mw_fault_hook = 0;
+  slow_prealloc_us = 0;
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   check_recovered(epoch - 1, 1);
 
   /* synchronous=OFF: written, never synced, all recovered. */

@@ -69,7 +69,7 @@ int main(void) {
   uint64_t epoch = 2;
   uint64_t end = write_commits(log, &epoch, 40);
   CHECK(mw_log_size(log) == end);
-  CHECK(tl_file_size(logp) == STEP); /* preallocated in one step */
+  CHECK(tl_file_size(logp) % STEP == 0 && tl_file_size(logp) >= end); /* preallocated in steps */
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   expect_open(SQLITE_OK, 2, 41);
   CHECK(tl_file_size(logp) == end); /* the zero tail was cut */
