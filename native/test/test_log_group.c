@@ -24,7 +24,7 @@ static uint64_t tl_file_size_of_log(mw_log *log) {
 static pthread_t main_thread;
 static int writes, syncs, prealloc, off_thread; /* counted by the hook (atomics) */
 static int in_commit, prealloc_in_commit;
-static int slow_prealloc_us, in_prealloc;
+static int hold_prealloc, in_prealloc; /* hold: a growth waits (5 s at most) for release */
 static int slow_sync_us;   /* the hook sleeps this long inside each data sync */
 static int in_sync;        /* a data sync is in progress (set around the sleep) */
 static int overlapped;     /* writes that started while a sync was in progress */
@@ -80,9 +80,9 @@ static int count_hook(int op, mw_fd fd) {
   }
   if (op == MW_OP_PREALLOC) __atomic_add_fetch(&prealloc, 1, __ATOMIC_RELAXED);
   if (op == MW_OP_PREALLOC && in_commit) prealloc_in_commit++;
-  if (op == MW_OP_PREALLOC && slow_prealloc_us) {
+  if (op == MW_OP_PREALLOC && __atomic_load_n(&hold_prealloc, __ATOMIC_SEQ_CST)) {
     __atomic_store_n(&in_prealloc, 1, __ATOMIC_SEQ_CST);
-    mw_sleep_us((unsigned)slow_prealloc_us);
+    for (int i = 0; i < 5000 && __atomic_load_n(&hold_prealloc, __ATOMIC_SEQ_CST); i++) mw_sleep_us(1000);
     __atomic_store_n(&in_prealloc, 0, __ATOMIC_SEQ_CST);
   }
   return 0;
@@ -215,16 +215,16 @@ int main(void) {
   while (mw_log_size(log) + STEP / 2 <= tl_file_size_of_log(log)) {
     CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
   }
-  slow_prealloc_us = 100000;
+  hold_prealloc = 1;
   mw_fault_hook = count_hook;
   pthread_t g;
   CHECK(pthread_create(&g, 0, grow_thread, log) == 0);
   while (!__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST)) mw_sleep_us(1000);
   for (int i = 0; i < 5; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
   CHECK(__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST) == 1); /* done before the growth */
+  __atomic_store_n(&hold_prealloc, 0, __ATOMIC_SEQ_CST);
   pthread_join(g, 0);
   mw_fault_hook = 0;
-  slow_prealloc_us = 0;
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   check_recovered(epoch - 1, 1);
 

@@ -51,7 +51,7 @@ static int fail_replay(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
 }
 
 int main(void) {
-  tl_mkdir(dir, sizeof(dir), "mwlog-recover");
+  tl_mkdir_in(dir, sizeof(dir), "mwlog-recover", 1);
   snprintf(db, sizeof(db), "%s/t.db", dir);
   snprintf(logp, sizeof(logp), "%s-mw", db);
 
