@@ -639,19 +639,21 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   return rc;
 }
 
-int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
+/* Waits until everything before end_offset is written (durable = 0) or durable,
+** taking the writer's or the syncer's part when nobody has it. */
+static int wait_for(mw_log *log, uint64_t end_offset, int durable) {
   mw_mutex_lock(&log->mu);
   int rc;
   for (;;) {
     rc = log->error;
     if (rc != SQLITE_OK) break;
-    if (log->sync_mode == 0 ? log->written_end >= end_offset : log->synced_end >= end_offset) break;
+    if (durable ? log->synced_end >= end_offset : log->written_end >= end_offset) break;
     if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end &&
         log->written_end < end_offset) {
       write_ready(log, end_offset);
       continue;
     }
-    if (log->sync_mode != 0 && !log->syncing && !log->switching && log->written_end >= end_offset) {
+    if (durable && !log->syncing && !log->switching && log->written_end >= end_offset) {
       /* Become the syncer: this sync starts after the record was written, and covers
       ** everything written before it starts. */
       uint64_t target = log->written_end;
@@ -670,6 +672,16 @@ int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
   }
   mw_mutex_unlock(&log->mu);
   return rc;
+}
+
+int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
+  /* Without syncs (synchronous=OFF) a commit still waits for its write, as stock
+  ** SQLite returns from COMMIT only after write(): a killed process loses nothing. */
+  return wait_for(log, end_offset, log->sync_mode != 0);
+}
+
+int mw_log_wait_written(mw_log *log, uint64_t end_offset) {
+  return wait_for(log, end_offset, 0);
 }
 
 /* ---- compaction ------------------------------------------------------------------------ */

@@ -77,6 +77,13 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
 ** the write or sync that failed; once one failed, every later wait fails too. */
 int mw_log_wait_durable(mw_log *log, uint64_t end_offset);
 
+/* Waits until every record before end_offset is written to the file (not synced): for
+** making a commit visible before its sync, if the engine offers that. The log is a
+** prefix: once a wait for E succeeded, every record that ends at or before E is written
+** (durable, for mw_log_wait_durable). Same errors as mw_log_wait_durable. Added by the
+** log. */
+int mw_log_wait_written(mw_log *log, uint64_t end_offset);
+
 /* After the compactor wrote every page up to epoch `base` into the database file and
 ** synced it: makes `base` the log's base epoch durably and drops the records <= base
 ** (the log is rewritten to hold only the newer records, switched atomically; a crash
