@@ -20,6 +20,12 @@
 ** writes and syncs its own record on its own thread (one write, one sync, no hand-off);
 ** under load one thread syncs group n while another writes group n+1.
 **
+** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on, then
+** stops writes, syncs and growth (not assignment, staging or reservations that fit:
+** they only need logical offsets), waits for those in flight, copies the rest, syncs,
+** renames, syncs the directory and switches the descriptor. Committers only wait if
+** they need to write or sync during that short switch.
+**
 ** Errors. SQLITE_FULL (or any error) while preallocating in mw_log_reserve is returned
 ** to that caller only: nothing was assigned, and the next reserve tries again. A failed
 ** write or sync, a failed submit (no memory), an epoch out of order, or a compaction
@@ -687,8 +693,8 @@ int mw_log_wait_written(mw_log *log, uint64_t end_offset) {
 /* ---- compaction ------------------------------------------------------------------------ */
 
 /* Copies the logical range [from, to) of the current log to physical offset dst of fd. */
-static int copy_range(mw_log *log, mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst,
-                      uint64_t from, uint64_t to, unsigned char *buf) {
+static int copy_range(mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst, uint64_t from,
+                      uint64_t to, unsigned char *buf) {
   while (from < to) {
     size_t n = to - from < MW_LOG_COPY_CHUNK ? (size_t)(to - from) : MW_LOG_COPY_CHUNK;
     int rc = mw_file_pread(src, buf, n, from - shift, 0);
@@ -698,16 +704,12 @@ static int copy_range(mw_log *log, mw_fd src, uint64_t shift, mw_fd dst_fd, uint
     from += n;
     dst += n;
   }
-  (void)log;
   return SQLITE_OK;
 }
 
-int mw_log_compacted(mw_log *log, uint64_t base) {
-  mw_mutex_lock(&log->cmp_mu);
-  mw_mutex_lock(&log->mu);
-  int rc = log->error;
-  if (rc != SQLITE_OK || base <= log->base) goto out_locked;
-  if (base > log->last_epoch) { rc = SQLITE_MISUSE; goto out_locked; }
+/* Rewrites the log with base epoch `base` and the records after it, and switches to
+** it. Called and returns with mu held (and cmp_mu), drops mu while it copies. */
+static int switch_log(mw_log *log, uint64_t base) {
   /* The first record to keep: the one of epoch base + 1 (or the end). */
   size_t keep = 0;
   while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
@@ -720,8 +722,7 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
       mw_cond_wait(&log->cv, &log->mu);
     }
   }
-  rc = log->error;
-  if (rc != SQLITE_OK) goto out_locked;
+  if (log->error != SQLITE_OK) return log->error;
   mw_fd old_fd = log->fd;
   uint64_t old_shift = log->shift;
   uint64_t w1 = log->written_end;
@@ -729,12 +730,14 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   uint64_t alloc1 = round_up(log->assigned_end + log->reserved - new_shift, log->step);
   mw_mutex_unlock(&log->mu);
 
-  /* Phase 1, commits going on: the new file with the new base and the records already
-  ** written (bytes that never change once written). */
-  unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
-  if (!buf) { rc = SQLITE_NOMEM; goto out; }
+  /* Phase 1, commits going on: the new file with the new base, the records already
+  ** written (bytes that never change once written), and the room for what is reserved
+  ** now, zeroed; synced, so that phase 2 has little left to do. */
+  int rc = SQLITE_OK;
   mw_fd tfd = MW_FD_INVALID;
-  rc = mw_file_delete(log->tmp_path, 0);
+  unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
+  if (!buf) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) rc = mw_file_delete(log->tmp_path, 0);
   if (rc == SQLITE_OK) rc = mw_file_open(log->tmp_path, 1, &tfd, 0);
   if (rc == SQLITE_OK) rc = mw_file_truncate(tfd, 0, 0);
   if (rc == SQLITE_OK) {
@@ -742,26 +745,25 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     build_header(h, log->page_size, base, log->salt);
     rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
   }
-  if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
-  /* The room for what is reserved now, zeroed, and synced: phase 2 has little left. */
+  if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
   if (rc == SQLITE_OK) rc = grow_file(log, tfd, w1 - new_shift, alloc1);
   if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
 
-  /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment and
-  ** staging go on (they only need offsets). */
+  /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment,
+  ** staging and reservations that fit go on (they only need logical offsets). */
   mw_mutex_lock(&log->mu);
   log->switching = 1;
   while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
   uint64_t w2 = log->written_end;
-  /* Room for everything assigned or reserved so far; reserve waits while switching, so
-  ** assigned_end + reserved cannot change until the switch is over. */
+  /* Room for everything assigned or reserved so far; reserve waits while switching,
+  ** so assigned_end + reserved cannot change until the switch is over. */
   uint64_t alloc_phys = round_up(log->assigned_end + log->reserved - new_shift, log->step);
   if (alloc_phys < alloc1) alloc_phys = alloc1;
-  if (log->error != SQLITE_OK && rc == SQLITE_OK) rc = log->error;
+  if (rc == SQLITE_OK) rc = log->error;
   mw_mutex_unlock(&log->mu);
 
   if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
-  if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
+  if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
   if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
@@ -771,6 +773,12 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     drc = mw_dir_sync(log->path, 0);
   }
   free(buf);
+  if (renamed) {
+    mw_file_close(old_fd);
+  } else {
+    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
+    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
+  }
 
   mw_mutex_lock(&log->mu);
   if (renamed) {
@@ -779,7 +787,7 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     log->shift = new_shift;
     log->base = base;
     log->alloc_end = alloc_phys + new_shift;
-    if (w2 > log->synced_end) log->synced_end = w2;
+    if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
     memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
     log->nidx -= keep;
     /* Without the directory sync a power loss may bring the old log back without the
@@ -789,18 +797,17 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   }
   log->switching = 0;
   mw_cond_broadcast(&log->cv);
-  mw_mutex_unlock(&log->mu);
-  if (renamed) {
-    mw_file_close(old_fd);
-  } else {
-    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
-    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
-  }
-  goto out;
+  return rc;
+}
 
-out_locked:
+int mw_log_compacted(mw_log *log, uint64_t base) {
+  mw_mutex_lock(&log->cmp_mu);
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  if (rc == SQLITE_OK && base > log->base) {
+    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base);
+  }
   mw_mutex_unlock(&log->mu);
-out:
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
 }
