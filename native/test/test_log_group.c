@@ -68,9 +68,9 @@ static int count_hook(int op, mw_fd fd) {
   if (!pthread_equal(pthread_self(), main_thread)) __atomic_add_fetch(&off_thread, 1, __ATOMIC_RELAXED);
   if (op == MW_OP_WRITE) {
     __atomic_add_fetch(&writes, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&in_sync, __ATOMIC_SEQ_CST)) __atomic_add_fetch(&overlapped, 1, __ATOMIC_RELAXED);
     /* Slow writes too: records stay assigned but unwritten while syncs start. */
     if (slow_sync_us) mw_sleep_us((unsigned)slow_sync_us / 5);
-    if (__atomic_load_n(&in_sync, __ATOMIC_SEQ_CST)) __atomic_add_fetch(&overlapped, 1, __ATOMIC_RELAXED);
   }
   if (op == MW_OP_DATASYNC) {
     __atomic_add_fetch(&syncs, 1, __ATOMIC_SEQ_CST);
