@@ -812,6 +812,12 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   return rc;
 }
 
+void mw_log_fail(mw_log *log, int rc) {
+  mw_mutex_lock(&log->mu);
+  set_error(log, rc == SQLITE_OK ? SQLITE_ERROR : rc);
+  mw_mutex_unlock(&log->mu);
+}
+
 uint64_t mw_log_size(mw_log *log) {
   mw_mutex_lock(&log->mu);
   uint64_t size = log->assigned_end - log->shift;

@@ -73,6 +73,12 @@ uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes);
 int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages, int npages,
                   const uint32_t *pgnos, const unsigned char *const *images);
 
+/* Poisons the log with rc (the sticky error): every later reserve, submit, wait and
+** compaction fails with it, and the threads waiting now wake up and fail. For a record
+** that was assigned but cannot be submitted: without it nothing after its offset could
+** ever be written, and the waits behind it would never return. Added by the log. */
+void mw_log_fail(mw_log *log, int rc);
+
 /* Waits until the record that ends at `end_offset` is durable. Returns the error of
 ** the write or sync that failed; once one failed, every later wait fails too. */
 int mw_log_wait_durable(mw_log *log, uint64_t end_offset);
