@@ -727,7 +727,11 @@ static int switch_log(mw_log *log, uint64_t base) {
   uint64_t old_shift = log->shift;
   uint64_t w1 = log->written_end;
   uint64_t new_shift = cut - MW_LOG_HDR_SIZE;
-  uint64_t alloc1 = round_up(log->assigned_end + log->reserved - new_shift, log->step);
+  uint64_t need1 = log->assigned_end + log->reserved - new_shift;
+  uint64_t alloc1 = round_up(need1, log->step);
+  /* Room ahead as mw_log_grow_ahead would leave it: the commits after the switch
+  ** should not have to grow the new file at once. */
+  if (alloc1 - need1 < log->step / 2) alloc1 += log->step;
   mw_mutex_unlock(&log->mu);
 
   /* Phase 1, commits going on: the new file with the new base, the records already
