@@ -318,10 +318,13 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
 
   /* 7. Durable. */
 #if MW_USE_LOG
-  if (rc == SQLITE_OK) {
-    if (rc == SQLITE_OK)
-      rc = mw_log_submit(db->log, offset, epoch, db_pages, nw, wp,
-                         (const unsigned char *const *)img);
+  if (rc != SQLITE_OK) {
+    /* Assigned but not submittable: poison the log, or the commits behind this
+    ** offset would wait forever. */
+    mw_log_fail(db->log, rc);
+  } else {
+    rc = mw_log_submit(db->log, offset, epoch, db_pages, nw, wp,
+                       (const unsigned char *const *)img);
     mw_crash_point("commit_after_submit");
     if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, offset + rec_bytes);
   }
