@@ -281,6 +281,7 @@ int mw_db_release(mw_db *db) {
 
 static void recompute_oldest_locked(mw_db *db) {
   uint64_t m = db->visible;
+  if (db->compacting && db->compacting < m) m = db->compacting;
   for (mw_lane *l = db->lanes; l; l = l->next_in_db)
     if (l->reg && l->reg < m) m = l->reg;
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);

@@ -102,7 +102,8 @@ typedef struct mw_db mw_db;
 typedef struct mw_pending {
   uint64_t epoch;
   uint32_t size;               /* database size in pages after this epoch */
-  int ready;                   /* installed and durable */
+  int ready;                   /* installed, and durable (or written, see commit.c) */
+  uint64_t end;                /* end offset of its log record */
 } mw_pending;
 
 struct mw_db {
@@ -120,8 +121,11 @@ struct mw_db {
   uint64_t assigned;           /* last epoch assigned */
   uint64_t visible;            /* last epoch visible (a prefix of assigned) */
   uint32_t visible_size;       /* pages at `visible` */
+  uint64_t visible_end;        /* end offset in the log of the record of `visible` */
   uint64_t oldest;             /* min(visible, oldest active snapshot): only grows */
   uint64_t compacted;          /* the database file holds the state at this epoch */
+  uint64_t compacting;         /* T of the compaction running, 0 = none: it pins the
+                                  versions at T like a snapshot */
   mw_pending ring[MW_RING];
   mw_lane *lanes;              /* every lane, for the snapshot registry */
   mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */
