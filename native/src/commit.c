@@ -247,9 +247,16 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
       if (e > l->snap && !is_own(l, e)) conflict = MW_STAT_CONFLICT_WRITE;
     }
   }
-  /* relocation hook: when every write conflict is growth (page 1 and the pages
-  ** after the snapshot's end, engine.md section 7), relocate.c renumbers the new
-  ** pages here instead of refusing. */
+  /* Relocation hook (engine.md section 7, relocate.h; issue 4). Everything it needs
+  ** is at hand here, under the stripes: the write set (wp[i], img[i], sorted by page),
+  ** the snapshot's page 1 (mw_chain_view(chain of 1, l->snap, l->own, l->nown), else
+  ** the file), the newest page 1 (last version of chain 1), l->snap_size (N0) and
+  ** newest_size (N1), first commit = (l->nown == 0). When the only write conflicts
+  ** are page 1 and pages > N0: lock the stripes of N1+1..N1+g as well, call
+  ** mw_relocate() on copies, validate the renumbered pages like any other, and go on
+  ** with the renumbered write set and db_pages = N1 + g. The lane must then refuse
+  ** any later commit of this snapshot (its WAL still has the old numbers): set a
+  ** flag that makes the next mw_commit of the snapshot return SQLITE_BUSY_SNAPSHOT. */
   /* A schema change always validates its reads, whatever mw_readcheck says: an
   ** index built from rows another commit changed would be wrong. Without
   ** mw_readcheck the interior pages read are still validated: a commit that
