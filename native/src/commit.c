@@ -252,7 +252,8 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   ** the snapshot's page 1 (mw_chain_view(chain of 1, l->snap, l->own, l->nown), else
   ** the file), the newest page 1 (last version of chain 1), l->snap_size (N0) and
   ** newest_size (N1), first commit = (l->nown == 0). When the only write conflicts
-  ** are page 1 and pages > N0: lock the stripes of N1+1..N1+g as well, call
+  ** are page 1 and pages > N0: take the stripes of N1+1..N1+g too (release all and
+  ** relock the union in ascending order, then validate again), call
   ** mw_relocate() on copies, validate the renumbered pages like any other, and go on
   ** with the renumbered write set and db_pages = N1 + g. The lane must then refuse
   ** any later commit of this snapshot (its WAL still has the old numbers): set a
