@@ -212,7 +212,8 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db
     return SQLITE_NOTADB;
   }
   db->page_size = pgsz;
-  mw_store_init(&db->store, pgsz);
+  /* Pages read from the file stay cached: 4096 (16 MiB of 4 KiB pages), 256 small. */
+  mw_store_init(&db->store, pgsz, o->small ? 256u : 4096u);
   sqlite3_int64 fsize = 0;
   rc = db->data->pMethods->xFileSize(db->data, &fsize);
   if (rc != SQLITE_OK) {

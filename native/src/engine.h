@@ -57,15 +57,23 @@ typedef struct mw_stripe {
   mw_mutex mu;
   mw_chain **slot;             /* open addressing by page number */
   uint32_t cap, count;
+  uint32_t nbase;              /* file pages cached as epoch-0 versions */
   char pad[64];
 } mw_stripe;
 
 typedef struct mw_store {
   int page_size;
+  uint32_t base_cap;           /* cached file pages per stripe, at most */
   mw_stripe stripe[MW_STRIPES];
 } mw_store;
 
-int mw_store_init(mw_store *s, int page_size);
+/* cache_pages: how many pages read from the database file the store keeps (as
+** version epoch 0: the file's content, which every snapshot older than the chain's
+** first version sees), so that the next transactions do not read them again. */
+int mw_store_init(mw_store *s, int page_size, uint32_t cache_pages);
+/* Keeps a copy of a whole page that a reader at snapshot `snap` just read from the
+** file (no version <= snap existed). */
+void mw_store_cache_file_page(mw_store *s, uint32_t pgno, const void *img, uint64_t snap);
 void mw_store_free(mw_store *s);
 static inline int mw_stripe_of(uint32_t pgno) { return (int)(pgno % MW_STRIPES); }
 void mw_store_lock(mw_store *s, int stripe);
