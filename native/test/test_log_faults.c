@@ -17,17 +17,25 @@
 static char dir[256], db[300], mnt[256];
 static int mounted;
 
-static int fail_op, fail_errno, fail_count; /* the hook fails fail_count calls of fail_op */
+/* The hook fails fail_count calls (-1: all) of fail_op with fail_errno. The log's
+** grower thread calls it too: the counters are atomic. */
+static int fail_op, fail_errno, fail_count;
 static int fault(int op, mw_fd fd) {
   (void)fd;
-  if (op == fail_op && fail_count != 0) {
-    if (fail_count > 0) fail_count--;
-    return fail_errno;
+  if (op != __atomic_load_n(&fail_op, __ATOMIC_SEQ_CST)) return 0;
+  int c = __atomic_load_n(&fail_count, __ATOMIC_SEQ_CST);
+  while (c != 0) {
+    if (c < 0 || __atomic_compare_exchange_n(&fail_count, &c, c - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      return __atomic_load_n(&fail_errno, __ATOMIC_SEQ_CST);
   }
   return 0;
 }
-static void arm(int op, int err, int count) { fail_op = op; fail_errno = err; fail_count = count; mw_fault_hook = fault; }
-static void disarm(void) { mw_fault_hook = 0; fail_count = 0; }
+static void arm(int op, int err, int count) {
+  __atomic_store_n(&fail_op, op, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fail_errno, err, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fail_count, count, __ATOMIC_SEQ_CST);
+}
+static void disarm(void) { __atomic_store_n(&fail_count, 0, __ATOMIC_SEQ_CST); }
 
 static void cleanup_mount(void) {
   if (mounted) { umount(mnt); mounted = 0; }
@@ -129,7 +137,7 @@ static void sticky(int op, int err, int want) {
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
   CHECK_RC(commit_until_full(log, &epoch, 10), SQLITE_OK);
   uint64_t acked = epoch - 1;
-  arm(op, err, 1);
+  arm(op, err, -1);
   CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), want);
   disarm();
   CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), want);          /* reserve fails */
@@ -186,6 +194,7 @@ static void abandoned(void) {
 }
 
 int main(void) {
+  tl_set_hook(fault); /* installed once, before any log (and its grower) exists */
   tl_mkdir(dir, sizeof(dir), "mwlog-faults");
   snprintf(db, sizeof(db), "%s/f.db", dir);
   injected_enospc();

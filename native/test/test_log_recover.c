@@ -185,9 +185,9 @@ int main(void) {
   int read_points[] = { 0, 1, 2, 9, 10 };
   for (size_t i = 0; i < sizeof(read_points) / sizeof(read_points[0]); i++) {
     read_fail_after = read_points[i];
-    mw_fault_hook = fail_reads;
+    tl_set_hook(fail_reads);
     expect_open(SQLITE_IOERR_READ, 0, 0);
-    mw_fault_hook = 0;
+    tl_set_hook(0);
     CHECK(tl_file_size(logp) == full_n);
   }
   expect_open(SQLITE_OK, 2, 51);
