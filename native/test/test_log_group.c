@@ -138,6 +138,7 @@ static void check_recovered(uint64_t want_last, int sync_mode) {
 }
 
 int main(void) {
+  alarm(120); /* a hang (a broken wake-up) fails the test instead of the CI run */
   main_thread = pthread_self();
   tl_mkdir(dir, sizeof(dir), "mwlog-group");
   snprintf(db, sizeof(db), "%s/g.db", dir);
@@ -231,7 +232,9 @@ int main(void) {
     CHECK(i < 100);
     CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
     if (tl_file_size_of_log(log) - mw_log_size(log) < STEP / 2) {
+      /* the reservation that crossed the half woke the grower */
       for (int k = 0; k < 5000 && !__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST); k++) mw_sleep_us(1000);
+      CHECK(__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST));
     }
   }
   for (int i = 0; i < 5; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);

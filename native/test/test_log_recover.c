@@ -51,6 +51,7 @@ static int fail_replay(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
 }
 
 int main(void) {
+  alarm(120); /* a hang (a broken wake-up) fails the test instead of the CI run */
   tl_mkdir_in(dir, sizeof(dir), "mwlog-recover", 1);
   snprintf(db, sizeof(db), "%s/t.db", dir);
   snprintf(logp, sizeof(logp), "%s-mw", db);
