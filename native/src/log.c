@@ -13,12 +13,14 @@
 ** records it keeps to the start of a new file and raises shift accordingly, so that
 ** offsets handed out before it stay meaningful (mw_log_wait_durable keeps working).
 **
-** Group commit is leader/follower: there is no background thread. Whoever finds the
+** Group commit is leader/follower: no background thread writes or syncs. Whoever finds the
 ** next record(s) staged and no write in progress writes the contiguous prefix of
 ** staged records with one pwritev; whoever waits for a written record while no sync is
 ** in progress runs the data sync for everything written so far. A lone committer so
 ** writes and syncs its own record on its own thread (one write, one sync, no hand-off);
-** under load one thread syncs group n while another writes group n+1.
+** under load one thread syncs group n while another writes group n+1. The only thread
+** the log starts is the grower, which adds room to the file ahead of need; commits
+** never wait for it unless the room is used up.
 **
 ** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on, then
 ** stops writes, syncs and growth (not assignment, staging or reservations that fit:
