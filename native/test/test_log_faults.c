@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mount.h>
 
 #define PS 4096
@@ -85,8 +86,15 @@ static void injected_enospc(void) {
 }
 
 static void real_tmpfs(void) {
+  /* A mount namespace of this process alone (it must have no threads yet): the tmpfs
+  ** disappears with the process however it ends, even killed. */
+  if (unshare(CLONE_NEWNS) != 0 || mount(0, "/", 0, MS_REC | MS_PRIVATE, 0) != 0) {
+    printf("tmpfs full-disk test skipped: no private mount namespace (%s)\n", strerror(errno));
+    return;
+  }
   snprintf(mnt, sizeof(mnt), "/tmp/mwlog-tmpfs.XXXXXX");
   CHECK(mkdtemp(mnt) != 0);
+  atexit(cleanup_mount);
   if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
     printf("tmpfs full-disk test skipped: mount not permitted (%s)\n", strerror(errno));
     rmdir(mnt);
@@ -94,7 +102,6 @@ static void real_tmpfs(void) {
     return;
   }
   mounted = 1;
-  atexit(cleanup_mount);
   char fdb[300], filler[300];
   snprintf(fdb, sizeof(fdb), "%s/f.db", mnt);
   snprintf(filler, sizeof(filler), "%s/filler", mnt);
@@ -200,8 +207,8 @@ int main(void) {
   tl_set_hook(fault); /* installed once, before any log (and its grower) exists */
   tl_mkdir(dir, sizeof(dir), "mwlog-faults");
   snprintf(db, sizeof(db), "%s/f.db", dir);
+  real_tmpfs(); /* first: unshare needs a process without threads */
   injected_enospc();
-  real_tmpfs();
   sticky(MW_OP_DATASYNC, EIO, SQLITE_IOERR_FSYNC);
   sticky(MW_OP_WRITE, EIO, SQLITE_IOERR_WRITE);
   sticky(MW_OP_WRITE, ENOSPC, SQLITE_FULL); /* a write that fails for room is sticky too */
