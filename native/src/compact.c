@@ -142,12 +142,7 @@ static void *compactor_main(void *arg) {
       /* A failed compaction leaves the log as it was: retried at the next trigger. */
       (void)rc;
     } else {
-      gc(db);
-#if MW_USE_LOG
-      /* Grow the log here rather than on a committer's thread (SQLITE_FULL is
-      ** not sticky: the commit that needs the room reports it). */
-      (void)mw_log_grow_ahead(db->log);
-#endif
+      gc(db); /* the log grows ahead of need on its own grower thread */
     }
     mw_mutex_lock(&db->mu);
   }
