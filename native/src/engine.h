@@ -148,6 +148,7 @@ struct mw_db {
   int want_compact;
   int64_t compactions;
   int64_t pinned;
+  int64_t pinned_warned;       /* pinned count at the last warning */
   int64_t chains;
   uint64_t commits_since_gc;
 
