@@ -4,11 +4,11 @@
 #include "test_engine_util.h"
 #include "platform.h"
 
-static volatile int warned;
+static int warned; /* set by SQLite's log callback on the compactor thread */
 static void on_log(void *arg, int code, const char *msg) {
   (void)arg;
   if (code == SQLITE_WARNING && strstr(msg, "multiwriter:") && strstr(msg, "kept only for a snapshot"))
-    warned = 1;
+    __atomic_store_n(&warned, 1, __ATOMIC_SEQ_CST);
 }
 
 int main(void) {
@@ -29,10 +29,10 @@ int main(void) {
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
-  for (int k = 0; k < 150 && !warned; k++) mw_sleep_us(20000);
+  for (int k = 0; k < 150 && !__atomic_load_n(&warned, __ATOMIC_SEQ_CST); k++) mw_sleep_us(20000);
   int64_t pinned = tu_stat(w, MW_STAT_PINNED_VERSIONS);
-  printf("test_engine_pinned: %lld versions pinned, warned %d\n", (long long)pinned, warned);
-  CHECK(warned);
+  printf("test_engine_pinned: %lld versions pinned, warned %d\n", (long long)pinned, __atomic_load_n(&warned, __ATOMIC_SEQ_CST));
+  CHECK(__atomic_load_n(&warned, __ATOMIC_SEQ_CST));
   CHECK(pinned >= 10000);
   CHECK(tu_int(r, "SELECT v FROM c") == 0);
   tu_exec(r, "COMMIT");

@@ -6,14 +6,14 @@
 #include "platform.h"
 #include <pthread.h>
 
-static volatile int stop;
+static int stop; /* read by the hammer threads */
 static const char *db_path;
 
 static void *hammer(void *arg) {
   sqlite3 *db = tu_open(db_path, "");
   tu_exec(db, "PRAGMA synchronous=NORMAL");
   unsigned s = (unsigned)(uintptr_t)arg * 7919u + 1;
-  while (!stop) {
+  while (!__atomic_load_n(&stop, __ATOMIC_SEQ_CST)) {
     char sql[100];
     s = s * 1103515245u + 12345u;
     snprintf(sql, sizeof sql, "UPDATE t SET v=v+1 WHERE k=%u", (s >> 8) % 200);
@@ -51,7 +51,7 @@ int main(void) {
       losses++;
     }
   }
-  stop = 1;
+  __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
   for (int i = 0; i < 3; i++) pthread_join(th[i], 0);
   int64_t turns = tu_stat(db, MW_STAT_TURNS);
   printf("test_engine_turn: %d commits, %d refusals, %lld turns in %.1f s\n", commits, losses,
