@@ -1,0 +1,186 @@
+/*
+** compact.c: the compactor. A background thread per database writes committed
+** pages into the database file and shortens the log (engine.md section 6):
+**   T = min(visible epoch, oldest active snapshot); for each page changed since the
+**   last compaction, its newest version <= T goes into the file; the file size is
+**   page 1's size field at T; sync; the log's base becomes T (mw_log_compacted);
+**   then garbage collection drops what the file now holds.
+** Triggers: the log passing mw_log_max_mb (mw_compact_kick from commit.c), a
+** timer, the last close (mw_compact_now(db, 1) from db.c).
+**
+** Owns: the compactor thread and the writes into the database file.
+** Never touches: lanes, SQLite connections.
+*/
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TICK_MS 200            /* garbage collection period */
+#define TIMER_TICKS 25         /* compaction at least every 5 s when there is work */
+#define PINNED_WARN 10000      /* pinned versions that make sqlite3_log warn */
+
+static int cmp_page(const void *a, const void *b) {
+  const mw_page_out *x = a, *y = b;
+  return x->pgno < y->pgno ? -1 : x->pgno > y->pgno;
+}
+
+static void gc(mw_db *db) {
+  mw_mutex_lock(&db->mu);
+  uint64_t m = db->visible;
+  if (db->compacting && db->compacting < m) m = db->compacting;
+  for (mw_lane *l = db->lanes; l; l = l->next_in_db)
+    if (l->reg && l->reg < m) m = l->reg;
+  if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
+  uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
+  mw_mutex_unlock(&db->mu);
+  int64_t pinned = 0, chains = 0;
+  mw_store_gc(&db->store, oldest, compacted, visible, &pinned, &chains);
+  mw_mutex_lock(&db->mu);
+  db->pinned = pinned;
+  db->chains = chains;
+  /* A reader that never ends keeps every version since its snapshot: say so (once
+  ** per tenfold growth) instead of growing silently. */
+  int warn = pinned >= PINNED_WARN && pinned >= db->pinned_warned * 10;
+  if (warn) db->pinned_warned = pinned;
+  if (pinned < PINNED_WARN) db->pinned_warned = 0;
+  mw_mutex_unlock(&db->mu);
+  if (warn)
+    sqlite3_log(SQLITE_WARNING, "multiwriter: %lld page versions of %s are kept only for a "
+                "snapshot at epoch %llu (visible %llu): a transaction is still open",
+                (long long)pinned, db->path, (unsigned long long)oldest,
+                (unsigned long long)visible);
+}
+
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end);
+
+int mw_compact_now(mw_db *db, int final) {
+  mw_mutex_lock(&db->mu);
+  uint64_t m = db->visible;
+  if (!final)
+    for (mw_lane *l = db->lanes; l; l = l->next_in_db)
+      if (l->reg && l->reg < m) m = l->reg;
+  uint64_t since = db->compacted;
+  uint64_t end = db->visible_end;
+  int broken = db->broken;
+  /* T is pinned like a snapshot until the file holds it: pruning keeps the newest
+  ** version <= T of every page (without the pin, a page whose version at T was
+  ** pruned would be skipped, and page 1's size at T with it). db->oldest <= T
+  ** holds here, so no prune has passed T yet. */
+  if (!broken && m > since) db->compacting = m;
+  mw_mutex_unlock(&db->mu);
+  if (broken) return broken;
+  if (m <= since) {
+    gc(db);
+    return SQLITE_OK;
+  }
+  int rc = compact_to(db, since, m, end);
+  mw_mutex_lock(&db->mu);
+  db->compacting = 0;
+  if (rc == SQLITE_OK) {
+    db->compacted = m;
+    db->compactions++;
+#if MW_USE_LOG
+    db->log_bytes = mw_log_size(db->log);
+#endif
+  }
+  mw_mutex_unlock(&db->mu);
+  if (rc == SQLITE_OK) gc(db);
+  return rc;
+}
+
+/* Writes the newest version <= m of every page changed after `since` into the
+** file, syncs it, and moves the log's base to m. */
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
+#if MW_USE_LOG
+  /* Commits of synchronous=NORMAL/OFF connections are visible once written: the
+  ** log must be durable up to T before the file may hold T, or a crash could leave
+  ** the file ahead of what the log replays. */
+  int src = mw_log_wait_durable(db->log, end);
+  if (src != SQLITE_OK) return src;
+#else
+  (void)end;
+#endif
+  mw_page_out *pages = 0;
+  int n = 0;
+  int rc = mw_store_collect(&db->store, since, m, &pages, &n);
+  if (rc != SQLITE_OK) return rc;
+  qsort(pages, (size_t)n, sizeof(*pages), cmp_page);
+  int pgsz = db->page_size;
+  sqlite3_file *f = db->data;
+  uint32_t size = 0;
+  for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+    if (i == n / 2) mw_crash_point("compact_mid");
+    rc = f->pMethods->xWrite(f, pages[i].img, pgsz, (sqlite3_int64)(pages[i].pgno - 1) * pgsz);
+    if (pages[i].pgno == 1) size = mw_get32(pages[i].img + 28);
+  }
+  if (rc == SQLITE_OK && size == 0) {
+    unsigned char b[4];
+    rc = mw_db_read_file(db, 1, b, 28, 4);
+    size = mw_get32(b);
+  }
+  if (rc == SQLITE_OK && size > 0) {
+    sqlite3_int64 cur = 0;
+    rc = f->pMethods->xFileSize(f, &cur);
+    if (rc == SQLITE_OK && cur > (sqlite3_int64)size * pgsz)
+      rc = f->pMethods->xTruncate(f, (sqlite3_int64)size * pgsz);
+  }
+  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);
+  sqlite3_free(pages);
+  if (rc != SQLITE_OK) return rc;
+  mw_crash_point("compact_before_log");
+#if MW_USE_LOG
+  rc = mw_log_compacted(db->log, m);
+#endif
+  return rc;
+}
+
+static void *compactor_main(void *arg) {
+  mw_db *db = arg;
+  uint64_t last = mw_now_ns();
+  mw_mutex_lock(&db->mu);
+  while (!db->stop) {
+    if (!db->want_compact) mw_cond_timedwait_ms(&db->kick_cv, &db->mu, TICK_MS);
+    if (db->stop) break;
+    int timer = mw_now_ns() - last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
+    int run = db->want_compact || (timer && db->visible > db->compacted);
+    db->want_compact = 0;
+    mw_mutex_unlock(&db->mu);
+    if (run) {
+      last = mw_now_ns();
+      int rc = mw_compact_now(db, 0);
+      /* A failed compaction leaves the log as it was: retried at the next trigger. */
+      (void)rc;
+    } else {
+      gc(db); /* the log grows ahead of need on its own grower thread */
+    }
+    mw_mutex_lock(&db->mu);
+  }
+  mw_mutex_unlock(&db->mu);
+  return 0;
+}
+
+int mw_compactor_start(mw_db *db) {
+  db->stop = 0;
+  if (mw_thread_start(&db->compactor, compactor_main, db) != 0) return SQLITE_ERROR;
+  db->compactor_running = 1;
+  return SQLITE_OK;
+}
+
+void mw_compactor_stop(mw_db *db) {
+  if (!db->compactor_running) return;
+  mw_mutex_lock(&db->mu);
+  db->stop = 1;
+  mw_cond_broadcast(&db->kick_cv);
+  mw_mutex_unlock(&db->mu);
+  mw_thread_join(db->compactor);
+  db->compactor_running = 0;
+}
+
+void mw_compact_kick(mw_db *db) {
+  mw_mutex_lock(&db->mu);
+  db->want_compact = 1;
+  mw_cond_signal(&db->kick_cv);
+  mw_mutex_unlock(&db->mu);
+}
