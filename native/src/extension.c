@@ -7,7 +7,7 @@
 **    SQLite in (SQLITE_EXTRA_INIT), so the VFS exists before the first open, and
 **    every new connection gets the SQL functions through an auto-extension.
 */
-#include "mw_internal.h"
+#include "engine.h"
 
 #ifdef MW_EXTENSION
 SQLITE_EXTENSION_INIT1
@@ -36,11 +36,23 @@ int mw_stats(sqlite3 *db, const char *zDb, int64_t *out, int n) {
   return rc;
 }
 
+/* Runs at the end of every sqlite3_open (auto-extension): fails the open of a
+** database whose mw* options were refused, with the message naming the option
+** (an xOpen failure alone would only say "unable to open database file"), and
+** adds the SQL functions. */
+static int auto_extension(sqlite3 *db, char **pzErrMsg, const void *pApi) {
+  (void)pApi;
+  int rc = mw_check_open(db, pzErrMsg);
+  if (rc == SQLITE_OK) rc = add_functions(db);
+  return rc;
+}
+
 #ifdef MW_EXTENSION
 MW_API int sqlite3_multiwriter_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
   int rc = mw_register();
   if (rc == SQLITE_OK) rc = add_functions(db);
+  if (rc == SQLITE_OK) rc = sqlite3_auto_extension((void (*)(void))auto_extension);
   if (rc != SQLITE_OK) {
     if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("multiwriter: cannot register (%s)", sqlite3_errstr(rc));
     return rc;
@@ -49,12 +61,6 @@ MW_API int sqlite3_multiwriter_init(sqlite3 *db, char **pzErrMsg, const sqlite3_
   return SQLITE_OK_LOAD_PERMANENTLY;
 }
 #else
-static int auto_extension(sqlite3 *db, const char **pzErrMsg, const void *pApi) {
-  (void)pzErrMsg;
-  (void)pApi;
-  return add_functions(db);
-}
-
 int mw_sqlite_extra_init(const char *unused) {
   (void)unused;
   int rc = mw_register();

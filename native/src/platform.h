@@ -101,5 +101,18 @@ int mw_dir_sync(const char *path, int *pErrno);
 int mw_file_delete(const char *path, int *pErrno);
 /* 1 when the file exists. */
 int mw_file_exists(const char *path);
+/* Renames from over to (atomically replacing to); sync the directory to make it durable. */
+int mw_file_rename(const char *from, const char *to, int *pErrno);
+
+/* Fault injection for tests. When mw_fault_hook is set, every file call above asks
+** it first, with the operation and the file (MW_FD_INVALID for calls on paths); a
+** nonzero answer is an errno value the call then fails with, doing nothing. NULL in
+** production. Set it only while no other thread makes file calls. */
+enum {
+  MW_OP_OPEN = 1, MW_OP_READ, MW_OP_WRITE, MW_OP_DATASYNC, MW_OP_SYNC, MW_OP_PREALLOC,
+  MW_OP_TRUNCATE, MW_OP_SIZE, MW_OP_DIRSYNC, MW_OP_DELETE, MW_OP_RENAME
+};
+typedef int (*mw_fault_hook_fn)(int op, mw_fd fd);
+extern mw_fault_hook_fn mw_fault_hook;
 
 #endif /* MW_PLATFORM_H */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,6 +26,18 @@ static int fail(int rc, int *pErrno) {
 
 static int io_error_for(int err, int fallback) {
   return (err == ENOSPC || err == EDQUOT) ? SQLITE_FULL : fallback;
+}
+
+mw_fault_hook_fn mw_fault_hook = 0;
+
+/* Asks the test hook whether this call must fail; if so errno holds its answer. */
+static int injected(int op, int fd) {
+  mw_fault_hook_fn hook = mw_fault_hook;
+  if (!hook) return 0;
+  int e = hook(op, fd);
+  if (e == 0) return 0;
+  errno = e;
+  return 1;
 }
 
 int mw_cond_timedwait_ms(mw_cond *c, mw_mutex *m, int ms) {
@@ -55,6 +68,7 @@ void mw_sleep_us(unsigned us) {
 
 int mw_file_open(const char *path, int create, mw_fd *out, int *pErrno) {
   int fd;
+  if (injected(MW_OP_OPEN, -1)) return fail(SQLITE_CANTOPEN, pErrno);
   do {
     fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
   } while (fd < 0 && errno == EINTR);
@@ -70,6 +84,7 @@ int mw_file_close(mw_fd fd) {
 int mw_file_pread(mw_fd fd, void *buf, size_t n, uint64_t off, int *pErrno) {
   unsigned char *p = buf;
   size_t done = 0;
+  if (injected(MW_OP_READ, fd)) return fail(SQLITE_IOERR_READ, pErrno);
   while (done < n) {
     ssize_t got = pread(fd, p + done, n - done, (off_t)(off + done));
     if (got < 0) {
@@ -92,10 +107,11 @@ int mw_file_pwrite(mw_fd fd, const void *buf, size_t n, uint64_t off, int *pErrn
 
 int mw_file_pwritev(mw_fd fd, const mw_iovec *iov, int cnt, uint64_t off, int *pErrno) {
   /* Copy into struct iovec in batches, advancing past what each call wrote. */
-  enum { BATCH = 64 };
+  enum { BATCH = 1024 };
   struct iovec v[BATCH];
   int i = 0;
   size_t skip = 0; /* bytes of iov[i] already written */
+  if (injected(MW_OP_WRITE, fd)) return fail(io_error_for(errno, SQLITE_IOERR_WRITE), pErrno);
   while (i < cnt) {
     int k = 0;
     for (int j = i; j < cnt && k < BATCH && k < IOV_MAX; j++) {
@@ -128,6 +144,7 @@ int mw_file_pwritev(mw_fd fd, const mw_iovec *iov, int cnt, uint64_t off, int *p
 }
 
 int mw_file_datasync(mw_fd fd, int full, int *pErrno) {
+  if (injected(MW_OP_DATASYNC, fd)) return fail(SQLITE_IOERR_FSYNC, pErrno);
 #if defined(__APPLE__)
   if (full && fcntl(fd, F_FULLFSYNC, 0) == 0) return SQLITE_OK;
   /* F_FULLFSYNC is not supported by every file system: fall back to fsync. */
@@ -143,12 +160,14 @@ int mw_file_datasync(mw_fd fd, int full, int *pErrno) {
 
 int mw_file_sync(mw_fd fd, int *pErrno) {
   int r;
+  if (injected(MW_OP_SYNC, fd)) return fail(SQLITE_IOERR_FSYNC, pErrno);
   do { r = fsync(fd); } while (r != 0 && errno == EINTR);
   return r == 0 ? SQLITE_OK : fail(SQLITE_IOERR_FSYNC, pErrno);
 }
 
 int mw_file_preallocate(mw_fd fd, uint64_t size, int *pErrno) {
   uint64_t cur;
+  if (injected(MW_OP_PREALLOC, fd)) return fail(io_error_for(errno, SQLITE_IOERR_TRUNCATE), pErrno);
   int rc = mw_file_size(fd, &cur, pErrno);
   if (rc != SQLITE_OK) return rc;
   if (cur >= size) return SQLITE_OK;
@@ -175,18 +194,21 @@ int mw_file_preallocate(mw_fd fd, uint64_t size, int *pErrno) {
 
 int mw_file_truncate(mw_fd fd, uint64_t size, int *pErrno) {
   int r;
+  if (injected(MW_OP_TRUNCATE, fd)) return fail(SQLITE_IOERR_TRUNCATE, pErrno);
   do { r = ftruncate(fd, (off_t)size); } while (r != 0 && errno == EINTR);
   return r == 0 ? SQLITE_OK : fail(SQLITE_IOERR_TRUNCATE, pErrno);
 }
 
 int mw_file_size(mw_fd fd, uint64_t *pSize, int *pErrno) {
   struct stat st;
+  if (injected(MW_OP_SIZE, fd)) return fail(SQLITE_IOERR_FSTAT, pErrno);
   if (fstat(fd, &st) != 0) return fail(SQLITE_IOERR_FSTAT, pErrno);
   *pSize = (uint64_t)st.st_size;
   return SQLITE_OK;
 }
 
 int mw_dir_sync(const char *path, int *pErrno) {
+  if (injected(MW_OP_DIRSYNC, -1)) return fail(SQLITE_IOERR_DIR_FSYNC, pErrno);
   size_t n = strlen(path);
   char *dir = malloc(n + 2);
   if (!dir) return SQLITE_NOMEM;
@@ -205,6 +227,7 @@ int mw_dir_sync(const char *path, int *pErrno) {
 }
 
 int mw_file_delete(const char *path, int *pErrno) {
+  if (injected(MW_OP_DELETE, -1)) return fail(SQLITE_IOERR_DELETE, pErrno);
   if (unlink(path) == 0 || errno == ENOENT) return SQLITE_OK;
   return fail(SQLITE_IOERR_DELETE, pErrno);
 }
@@ -212,5 +235,10 @@ int mw_file_delete(const char *path, int *pErrno) {
 int mw_file_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
+}
+
+int mw_file_rename(const char *from, const char *to, int *pErrno) {
+  if (injected(MW_OP_RENAME, -1)) return fail(SQLITE_IOERR, pErrno);
+  return rename(from, to) == 0 ? SQLITE_OK : fail(SQLITE_IOERR, pErrno);
 }
 #endif /* !_WIN32 */

@@ -1,14 +1,253 @@
 /*
-** vfs.c: registers the "multiwriter" VFS over the default VFS.
+** vfs.c: registers the "multiwriter" VFS over the default VFS, parses the mw* URI
+** options of a main database, and hands each file to the right methods:
+**   - the main database of an engine open -> lane.c (mw_main_methods)
+**   - its "-wal"                          -> lane.c (mw_wal_methods, in memory)
+**   - everything else (and mw=0)          -> the root VFS, untouched
+** A refused open (bad option) gets a file whose writes fail and whose message the
+** auto-extension returns from sqlite3_open (mw_check_open).
 **
-** Stage 0 (foundation): the VFS passes every call through to the default VFS, so
-** that the package, the binding and the extension can be built and tested before
-** the engine exists. The engine replaces this with its own methods.
+** Owns: the VFS object, option parsing, the refused-open file.
+** Never touches: page contents, the store, epochs.
 */
-#include "mw_internal.h"
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 static sqlite3_vfs mw_vfs;
+static sqlite3_vfs *root_vfs;
 static mw_mutex register_mutex = MW_MUTEX_INIT;
+
+sqlite3_vfs *mw_root_vfs(void) { return root_vfs; }
+
+/* ---------------------------------------------------------------- options */
+
+static int parse_bool(const char *v, int *out) {
+  if (v == 0) return 0;
+  if (!strcmp(v, "1") || !sqlite3_stricmp(v, "true") || !sqlite3_stricmp(v, "on") ||
+      !sqlite3_stricmp(v, "yes")) { *out = 1; return 1; }
+  if (!strcmp(v, "0") || !sqlite3_stricmp(v, "false") || !sqlite3_stricmp(v, "off") ||
+      !sqlite3_stricmp(v, "no")) { *out = 0; return 1; }
+  return 0;
+}
+
+static int parse_uint(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
+  if (v == 0 || *v == 0) return 0;
+  uint64_t x = 0;
+  for (const char *p = v; *p; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    x = x * 10 + (uint64_t)(*p - '0');
+    if (x > hi) return 0;
+  }
+  if (x < lo) return 0;
+  *out = x;
+  return 1;
+}
+
+int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
+  o->engine = 1;
+  o->readcheck = 1;
+  o->fullfsync = 0;
+  o->small = 0;
+  o->log_max_bytes = (uint64_t)64 << 20;
+  *pzErr = 0;
+  for (int i = 0;; i++) {
+    const char *key = sqlite3_uri_key(zName, i);
+    if (key == 0) break;
+    if (sqlite3_strnicmp(key, "mw", 2) != 0) continue;
+    const char *v = sqlite3_uri_parameter(zName, key);
+    int b = 0;
+    uint64_t u = 0;
+    if (!strcmp(key, "mw")) {
+      if (!parse_bool(v, &b)) goto bad_value;
+      o->engine = b;
+    } else if (!strcmp(key, "mw_readcheck")) {
+      if (!parse_bool(v, &b)) goto bad_value;
+      o->readcheck = b;
+    } else if (!strcmp(key, "mw_fullfsync")) {
+      if (!parse_bool(v, &b)) goto bad_value;
+      o->fullfsync = b;
+    } else if (!strcmp(key, "mw_log_max_mb")) {
+      if (!parse_uint(v, 1, 1u << 20, &u)) goto bad_value;
+      o->log_max_bytes = u << 20;
+    } else if (!strcmp(key, "mw_profile")) {
+      if (v && !strcmp(v, "small")) o->small = 1;
+      else if (v && !strcmp(v, "default")) o->small = 0;
+      else goto bad_value;
+    } else if (!strcmp(key, "mw_mp") || !strcmp(key, "mw_rebase")) {
+      if (!parse_bool(v, &b)) goto bad_value;
+      if (b) {
+        *pzErr = sqlite3_mprintf("multiwriter: URI parameter %s=1 is not supported yet", key);
+        return SQLITE_ERROR;
+      }
+    } else {
+      *pzErr = sqlite3_mprintf("multiwriter: unknown URI parameter '%s'", key);
+      return SQLITE_ERROR;
+    }
+    continue;
+  bad_value:
+    *pzErr = sqlite3_mprintf("multiwriter: bad value '%s' for URI parameter '%s'", v ? v : "",
+                             key);
+    return SQLITE_ERROR;
+  }
+  if (o->small && o->log_max_bytes > ((uint64_t)8 << 20)) o->log_max_bytes = (uint64_t)8 << 20;
+  return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------- refused open */
+/* A refused open gets a file of its own that touches nothing on disk: it reads
+** as an empty database, so that sqlite3_open gets as far as the auto-extension,
+** and refuses every write and the wal-index. */
+
+static int err_close(sqlite3_file *f) {
+  mw_file *p = (mw_file *)f;
+  sqlite3_free(p->err);
+  p->err = 0;
+  return SQLITE_OK;
+}
+/* The header read of sqlite3BtreeOpen is the only read a refused main database
+** needs before the auto-extension fails the open; a refused ATTACH fails on the
+** next read (its message cannot reach the caller, but it does not go unnoticed). */
+static int err_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
+  mw_file *p = (mw_file *)f;
+  if (p->reads++ > 0) return SQLITE_CANTOPEN;
+  memset(b, 0, (size_t)n);
+  return SQLITE_IOERR_SHORT_READ;
+}
+static int err_refuse_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
+  return SQLITE_CANTOPEN;
+}
+static int err_refuse_trunc(sqlite3_file *f, sqlite3_int64 n) { return SQLITE_CANTOPEN; }
+static int err_sync(sqlite3_file *f, int flags) { return SQLITE_OK; }
+static int err_size(sqlite3_file *f, sqlite3_int64 *n) {
+  *n = 0;
+  return SQLITE_OK;
+}
+static int err_lock(sqlite3_file *f, int l) { return SQLITE_CANTOPEN; }
+static int err_unlock(sqlite3_file *f, int l) { return SQLITE_OK; }
+static int err_check(sqlite3_file *f, int *r) { *r = 0; return SQLITE_OK; }
+static int err_fcntl(sqlite3_file *f, int op, void *arg) { return SQLITE_NOTFOUND; }
+static int err_sector(sqlite3_file *f) { return 4096; }
+static int err_devchar(sqlite3_file *f) { return 0; }
+static int err_shmmap(sqlite3_file *f, int i, int sz, int ext, void volatile **pp) {
+  *pp = 0;
+  return SQLITE_CANTOPEN;
+}
+static int err_shmlock(sqlite3_file *f, int o, int n, int fl) { return SQLITE_CANTOPEN; }
+static void err_shmbarrier(sqlite3_file *f) {}
+static int err_shmunmap(sqlite3_file *f, int del) { return SQLITE_OK; }
+
+static const sqlite3_io_methods mw_err_methods = {
+  2, err_close, err_read, err_refuse_write, err_refuse_trunc, err_sync, err_size,
+  err_lock, err_unlock, err_check, err_fcntl, err_sector, err_devchar,
+  err_shmmap, err_shmlock, err_shmbarrier, err_shmunmap, 0, 0
+};
+
+int mw_check_open(sqlite3 *db, char **pzErr) {
+  sqlite3_file *f = 0;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK || f == 0)
+    return SQLITE_OK;
+  if (f->pMethods != &mw_err_methods) return SQLITE_OK;
+  mw_file *p = (mw_file *)f;
+  if (pzErr) *pzErr = sqlite3_mprintf("%s", p->err ? p->err : "multiwriter: open refused");
+  return SQLITE_ERROR;
+}
+
+/* ---------------------------------------------------------------- VFS methods */
+
+static sqlite3_file *real_of(mw_file *p) {
+  return (sqlite3_file *)((char *)p + ((sizeof(mw_file) + 15) & ~(size_t)15));
+}
+
+/* "<db>-wal" of an open engine database? */
+static int is_engine_wal(const char *zName) {
+  if (zName == 0) return 0;
+  size_t n = strlen(zName);
+  if (n < 5 || strcmp(zName + n - 4, "-wal") != 0) return 0;
+  char *db = sqlite3_mprintf("%.*s", (int)(n - 4), zName);
+  if (db == 0) return 0;
+  int yes = mw_db_is_open(db);
+  sqlite3_free(db);
+  return yes;
+}
+
+static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, int flags,
+                   int *pOut) {
+  sqlite3_vfs *root = root_vfs;
+  mw_file *p = (mw_file *)f;
+  if (zName && (flags & SQLITE_OPEN_MAIN_DB)) {
+    mw_opts o;
+    char *err = 0;
+    int rc = mw_opts_parse(zName, &o, &err);
+    if (rc == SQLITE_OK && !o.engine) return root->xOpen(root, zName, f, flags, pOut);
+    if (rc == SQLITE_OK) {
+      memset(p, 0, sizeof(*p));
+      p->real = real_of(p);
+      rc = mw_lane_create(p, root, zName, flags, pOut, &o, &err);
+      if (rc == SQLITE_OK) return SQLITE_OK;
+      if (err == 0) return rc;
+      /* The open itself worked up to the engine: report the engine's message. */
+    }
+    /* Refused: a file that touches nothing, so that sqlite3_open reaches the
+    ** auto-extension, which fails the open with the message. */
+    memset(p, 0, sizeof(*p));
+    p->kind = MW_KIND_ERR;
+    p->err = err;
+    p->base.pMethods = &mw_err_methods;
+    if (pOut) *pOut = flags;
+    return SQLITE_OK;
+  }
+  if (zName && (flags & SQLITE_OPEN_WAL)) {
+    mw_lane *l = mw_lane_find(sqlite3_filename_database(zName));
+    if (l) {
+      memset(p, 0, sizeof(*p));
+      p->kind = MW_KIND_WAL;
+      p->lane = l;
+      int rc = mw_lane_open_wal(l, f);
+      if (rc == SQLITE_OK && pOut) *pOut = flags;
+      return rc;
+    }
+  }
+  return root->xOpen(root, zName, f, flags, pOut);
+}
+
+static int mw_delete(sqlite3_vfs *vfs, const char *zName, int syncDir) {
+  if (is_engine_wal(zName)) return SQLITE_OK; /* the private WAL is in memory */
+  return root_vfs->xDelete(root_vfs, zName, syncDir);
+}
+
+static int mw_access(sqlite3_vfs *vfs, const char *zName, int flags, int *pResOut) {
+  if (is_engine_wal(zName)) {
+    *pResOut = 0;
+    return SQLITE_OK;
+  }
+  return root_vfs->xAccess(root_vfs, zName, flags, pResOut);
+}
+
+static int mw_fullpath(sqlite3_vfs *vfs, const char *z, int n, char *out) {
+  return root_vfs->xFullPathname(root_vfs, z, n, out);
+}
+static void *mw_dlopen(sqlite3_vfs *vfs, const char *z) { return root_vfs->xDlOpen(root_vfs, z); }
+static void mw_dlerror(sqlite3_vfs *vfs, int n, char *z) { root_vfs->xDlError(root_vfs, n, z); }
+static void (*mw_dlsym(sqlite3_vfs *vfs, void *h, const char *z))(void) {
+  return root_vfs->xDlSym(root_vfs, h, z);
+}
+static void mw_dlclose(sqlite3_vfs *vfs, void *h) { root_vfs->xDlClose(root_vfs, h); }
+static int mw_random(sqlite3_vfs *vfs, int n, char *z) { return root_vfs->xRandomness(root_vfs, n, z); }
+static int mw_sleep(sqlite3_vfs *vfs, int us) { return root_vfs->xSleep(root_vfs, us); }
+static int mw_time(sqlite3_vfs *vfs, double *t) { return root_vfs->xCurrentTime(root_vfs, t); }
+static int mw_lasterr(sqlite3_vfs *vfs, int n, char *z) {
+  return root_vfs->xGetLastError ? root_vfs->xGetLastError(root_vfs, n, z) : 0;
+}
+static int mw_time64(sqlite3_vfs *vfs, sqlite3_int64 *t) {
+  if (root_vfs->iVersion >= 2 && root_vfs->xCurrentTimeInt64)
+    return root_vfs->xCurrentTimeInt64(root_vfs, t);
+  double d = 0;
+  int rc = root_vfs->xCurrentTime(root_vfs, &d);
+  *t = (sqlite3_int64)(d * 86400000.0);
+  return rc;
+}
 
 int mw_register(void) {
   int rc = SQLITE_OK;
@@ -18,9 +257,25 @@ int mw_register(void) {
     if (root == 0) {
       rc = SQLITE_ERROR;
     } else {
-      mw_vfs = *root;
-      mw_vfs.pNext = 0;
+      root_vfs = root;
+      memset(&mw_vfs, 0, sizeof(mw_vfs));
+      mw_vfs.iVersion = 2;
+      mw_vfs.szOsFile = (int)(((sizeof(mw_file) + 15) & ~(size_t)15) + (size_t)root->szOsFile);
+      mw_vfs.mxPathname = root->mxPathname;
       mw_vfs.zName = MW_VFS_NAME;
+      mw_vfs.xOpen = mw_open;
+      mw_vfs.xDelete = mw_delete;
+      mw_vfs.xAccess = mw_access;
+      mw_vfs.xFullPathname = mw_fullpath;
+      mw_vfs.xDlOpen = mw_dlopen;
+      mw_vfs.xDlError = mw_dlerror;
+      mw_vfs.xDlSym = mw_dlsym;
+      mw_vfs.xDlClose = mw_dlclose;
+      mw_vfs.xRandomness = mw_random;
+      mw_vfs.xSleep = mw_sleep;
+      mw_vfs.xCurrentTime = mw_time;
+      mw_vfs.xGetLastError = mw_lasterr;
+      mw_vfs.xCurrentTimeInt64 = mw_time64;
       rc = sqlite3_vfs_register(&mw_vfs, 0);
     }
   }

@@ -1,0 +1,148 @@
+/*
+** compact.c: the compactor. A background thread per database writes committed
+** pages into the database file and shortens the log (engine.md section 6):
+**   T = min(visible epoch, oldest active snapshot); for each page changed since the
+**   last compaction, its newest version <= T goes into the file; the file size is
+**   page 1's size field at T; sync; the log's base becomes T (mw_log_compacted);
+**   then garbage collection drops what the file now holds.
+** Triggers: the log passing mw_log_max_mb (mw_compact_kick from commit.c), a
+** timer, the last close (mw_compact_now(db, 1) from db.c).
+**
+** Owns: the compactor thread and the writes into the database file.
+** Never touches: lanes, SQLite connections.
+*/
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TICK_MS 200            /* garbage collection period */
+#define TIMER_TICKS 25         /* compaction at least every 5 s when there is work */
+
+static int cmp_page(const void *a, const void *b) {
+  const mw_page_out *x = a, *y = b;
+  return x->pgno < y->pgno ? -1 : x->pgno > y->pgno;
+}
+
+static void gc(mw_db *db) {
+  mw_mutex_lock(&db->mu);
+  uint64_t m = db->visible;
+  for (mw_lane *l = db->lanes; l; l = l->next_in_db)
+    if (l->reg && l->reg < m) m = l->reg;
+  if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
+  uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
+  mw_mutex_unlock(&db->mu);
+  int64_t pinned = 0, chains = 0;
+  mw_store_gc(&db->store, oldest, compacted, visible, &pinned, &chains);
+  mw_mutex_lock(&db->mu);
+  db->pinned = pinned;
+  db->chains = chains;
+  mw_mutex_unlock(&db->mu);
+}
+
+int mw_compact_now(mw_db *db, int final) {
+  mw_mutex_lock(&db->mu);
+  uint64_t m = db->visible;
+  if (!final)
+    for (mw_lane *l = db->lanes; l; l = l->next_in_db)
+      if (l->reg && l->reg < m) m = l->reg;
+  uint64_t since = db->compacted;
+  int broken = db->broken;
+  mw_mutex_unlock(&db->mu);
+  if (broken) return broken;
+  if (m <= since) {
+    gc(db);
+    return SQLITE_OK;
+  }
+  mw_page_out *pages = 0;
+  int n = 0;
+  int rc = mw_store_collect(&db->store, since, m, &pages, &n);
+  if (rc != SQLITE_OK) return rc;
+  qsort(pages, (size_t)n, sizeof(*pages), cmp_page);
+  int pgsz = db->page_size;
+  sqlite3_file *f = db->data;
+  uint32_t size = 0;
+  for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+    if (i == n / 2) mw_crash_point("compact_mid");
+    rc = f->pMethods->xWrite(f, pages[i].img, pgsz, (sqlite3_int64)(pages[i].pgno - 1) * pgsz);
+    if (pages[i].pgno == 1) size = mw_get32(pages[i].img + 28);
+  }
+  if (rc == SQLITE_OK && size == 0) {
+    unsigned char b[4];
+    rc = mw_db_read_file(db, 1, b, 28, 4);
+    size = mw_get32(b);
+  }
+  if (rc == SQLITE_OK && size > 0) {
+    sqlite3_int64 cur = 0;
+    rc = f->pMethods->xFileSize(f, &cur);
+    if (rc == SQLITE_OK && cur > (sqlite3_int64)size * pgsz)
+      rc = f->pMethods->xTruncate(f, (sqlite3_int64)size * pgsz);
+  }
+  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);
+  sqlite3_free(pages);
+  if (rc != SQLITE_OK) return rc;
+  mw_crash_point("compact_before_log");
+#if MW_USE_LOG
+  rc = mw_log_compacted(db->log, m);
+  if (rc != SQLITE_OK) return rc;
+#endif
+  mw_mutex_lock(&db->mu);
+  db->compacted = m;
+  db->compactions++;
+#if MW_USE_LOG
+  db->log_bytes = mw_log_size(db->log);
+#endif
+  mw_mutex_unlock(&db->mu);
+  gc(db);
+  return SQLITE_OK;
+}
+
+static void *compactor_main(void *arg) {
+  mw_db *db = arg;
+  uint64_t last = mw_now_ns();
+  mw_mutex_lock(&db->mu);
+  while (!db->stop) {
+    if (!db->want_compact) mw_cond_timedwait_ms(&db->kick_cv, &db->mu, TICK_MS);
+    if (db->stop) break;
+    int timer = mw_now_ns() - last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
+    int run = db->want_compact || (timer && db->visible > db->compacted);
+    db->want_compact = 0;
+    mw_mutex_unlock(&db->mu);
+    if (run) {
+      last = mw_now_ns();
+      int rc = mw_compact_now(db, 0);
+      /* A failed compaction leaves the log as it was: retried at the next trigger. */
+      (void)rc;
+    } else {
+      gc(db);
+    }
+    mw_mutex_lock(&db->mu);
+  }
+  mw_mutex_unlock(&db->mu);
+  return 0;
+}
+
+int mw_compactor_start(mw_db *db) {
+  db->stop = 0;
+  if (mw_thread_start(&db->compactor, compactor_main, db) != 0) return SQLITE_ERROR;
+  db->compactor_running = 1;
+  return SQLITE_OK;
+}
+
+void mw_compactor_stop(mw_db *db) {
+  if (!db->compactor_running) return;
+  mw_mutex_lock(&db->mu);
+  db->stop = 1;
+  mw_cond_broadcast(&db->kick_cv);
+  mw_mutex_unlock(&db->mu);
+  mw_thread_join(db->compactor);
+  db->compactor_running = 0;
+}
+
+void mw_compact_kick(mw_db *db) {
+  mw_mutex_lock(&db->mu);
+  db->want_compact = 1;
+  mw_cond_signal(&db->kick_cv);
+  mw_mutex_unlock(&db->mu);
+}

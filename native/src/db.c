@@ -1,0 +1,369 @@
+/*
+** db.c: the shared state of one open database in this process (mw_db): the
+** registry of open databases, the first open (conversion to WAL, the log and its
+** replay into the store), the last close (full compaction, log removed), the
+** snapshot registry, and reads of the database file.
+**
+** Owns: mw_db, the registry, the data handle on the database file.
+** Never touches: a lane's WAL or wal-index, SQLite connections other than the
+** private stock one that converts the file at first open.
+*/
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static mw_mutex registry_mu = MW_MUTEX_INIT;
+static mw_db *registry;
+
+/* ---------------------------------------------------------------- crash points */
+
+void mw_crash_point(const char *name) {
+  static mw_mutex mu = MW_MUTEX_INIT;
+  static int loaded;
+  static char want[64];
+  static long count;
+  mw_mutex_lock(&mu);
+  if (!loaded) {
+    loaded = 1;
+    const char *e = getenv("MW_CRASH_AT");
+    if (e) {
+      size_t n = strcspn(e, ":");
+      if (n >= sizeof(want)) n = sizeof(want) - 1;
+      memcpy(want, e, n);
+      want[n] = 0;
+      count = e[n] == ':' ? atol(e + n + 1) : 1;
+      if (count < 1) count = 1;
+    }
+  }
+  int hit = want[0] && strcmp(want, name) == 0 && --count == 0;
+  mw_mutex_unlock(&mu);
+  if (hit) abort();
+}
+
+/* ---------------------------------------------------------------- registry */
+
+static mw_db *find_locked(const char *zPath) {
+  for (mw_db *d = registry; d; d = d->next)
+    if (strcmp(d->path, zPath) == 0) return d;
+  return 0;
+}
+
+int mw_db_is_open(const char *zPath) {
+  mw_mutex_lock(&registry_mu);
+  int yes = find_locked(zPath) != 0;
+  mw_mutex_unlock(&registry_mu);
+  return yes;
+}
+
+mw_lane *mw_lane_find(const char *zDbName) {
+  mw_lane *found = 0;
+  if (zDbName == 0) return 0;
+  mw_mutex_lock(&registry_mu);
+  for (mw_db *d = registry; d && !found; d = d->next) {
+    mw_mutex_lock(&d->mu);
+    for (mw_lane *l = d->lanes; l; l = l->next_in_db)
+      if (l->zName == zDbName) { found = l; break; }
+    mw_mutex_unlock(&d->mu);
+  }
+  mw_mutex_unlock(&registry_mu);
+  return found;
+}
+
+/* ---------------------------------------------------------------- first open */
+
+/* Converts a new or rollback-mode file to WAL with a private stock connection,
+** after checkpointing a leftover real -wal. */
+static int convert_to_wal(sqlite3_vfs *root, const char *path, char **pzErr) {
+  sqlite3 *c = 0;
+  int rc = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, root->zName);
+  sqlite3_stmt *st = 0;
+  char mode[16] = "";
+  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(c, "PRAGMA main.journal_mode", -1, &st, 0);
+  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    const char *m = (const char *)sqlite3_column_text(st, 0);
+    if (m) sqlite3_snprintf((int)sizeof(mode), mode, "%s", m);
+  }
+  if (st) rc = sqlite3_finalize(st);
+  if (rc == SQLITE_OK) {
+    if (sqlite3_stricmp(mode, "wal") != 0) {
+      rc = sqlite3_exec(c, "PRAGMA main.journal_mode=WAL", 0, 0, 0);
+    } else {
+      rc = sqlite3_exec(c, "PRAGMA main.wal_checkpoint(TRUNCATE)", 0, 0, 0);
+    }
+  }
+  if (rc != SQLITE_OK && pzErr && *pzErr == 0)
+    *pzErr = sqlite3_mprintf("multiwriter: cannot convert %s to WAL mode: %s", path,
+                             c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
+  if (c) {
+    int rc2 = sqlite3_close(c);
+    if (rc == SQLITE_OK) rc = rc2;
+  }
+  if (rc == SQLITE_OK) {
+    /* The close checkpointed and removed the -wal; one left over is empty. */
+    char *wal = sqlite3_mprintf("%s-wal", path);
+    if (wal == 0) return SQLITE_NOMEM;
+    if (mw_file_exists(wal)) rc = mw_file_delete(wal, 0);
+    sqlite3_free(wal);
+  }
+  return rc;
+}
+
+#if MW_USE_LOG
+static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+                         const uint32_t *pgnos, const unsigned char *images) {
+  mw_db *db = ctx;
+  for (int i = 0; i < npages; i++) {
+    unsigned char *img = malloc((size_t)db->page_size);
+    if (img == 0) return SQLITE_NOMEM;
+    memcpy(img, images + (size_t)i * (size_t)db->page_size, (size_t)db->page_size);
+    int s = mw_stripe_of(pgnos[i]);
+    mw_store_lock(&db->store, s);
+    /* Recovery: nobody reads yet, so older versions of the page go at once. */
+    int rc = mw_store_install_locked(&db->store, pgnos[i], epoch, img, epoch);
+    mw_store_unlock(&db->store, s);
+    if (rc != SQLITE_OK) return rc;
+  }
+  db->visible = db->assigned = epoch;
+  db->visible_size = db_pages;
+  return SQLITE_OK;
+}
+#endif
+
+static void db_free(mw_db *db) {
+  if (db->data) {
+    if (db->data->pMethods) db->data->pMethods->xClose(db->data);
+    free(db->data);
+  }
+  mw_store_free(&db->store);
+  mw_cond_destroy(&db->cv);
+  mw_cond_destroy(&db->kick_cv);
+  mw_mutex_destroy(&db->mu);
+  free(db->path);
+  free(db);
+}
+
+static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
+                   char **pzErr) {
+  int rc = SQLITE_OK;
+  /* With a log left behind (a crash), the file is the engine's, in WAL mode, and
+  ** may be half compacted: only the log's replay makes it whole, so no stock
+  ** connection may look at it first. */
+  char *logname = sqlite3_mprintf("%s-mw", zPath);
+  if (logname == 0) return SQLITE_NOMEM;
+  int have_log = mw_file_exists(logname);
+  sqlite3_free(logname);
+  if (!have_log) rc = convert_to_wal(root, zPath, pzErr);
+  if (rc != SQLITE_OK) return rc;
+  mw_db *db = calloc(1, sizeof(*db));
+  if (db == 0) return SQLITE_NOMEM;
+  mw_mutex_init(&db->mu);
+  mw_cond_init(&db->cv);
+  mw_cond_init(&db->kick_cv);
+  db->path = malloc(strlen(zPath) + 1);
+  db->data = calloc(1, (size_t)root->szOsFile);
+  if (db->path == 0 || db->data == 0) {
+    db_free(db);
+    return SQLITE_NOMEM;
+  }
+  strcpy(db->path, zPath);
+  db->root = root;
+  db->opts = *o;
+  int outFlags = 0;
+  rc = root->xOpen(root, zPath, db->data, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MAIN_DB, &outFlags);
+  if (rc != SQLITE_OK) {
+    db->data->pMethods = 0;
+    db_free(db);
+    return rc;
+  }
+  unsigned char hdr[100];
+  rc = db->data->pMethods->xRead(db->data, hdr, 100, 0);
+  if (rc != SQLITE_OK) {
+    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: cannot read the header of %s", zPath);
+    db_free(db);
+    return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_NOTADB : rc;
+  }
+  int pgsz = (hdr[16] << 8) | hdr[17];
+  if (pgsz == 1) pgsz = 65536;
+  if (pgsz < 512 || (pgsz & (pgsz - 1)) || hdr[18] != 2 || hdr[19] != 2) {
+    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: %s is not a WAL-mode database", zPath);
+    db_free(db);
+    return SQLITE_NOTADB;
+  }
+  db->page_size = pgsz;
+  mw_store_init(&db->store, pgsz);
+  sqlite3_int64 fsize = 0;
+  rc = db->data->pMethods->xFileSize(db->data, &fsize);
+  if (rc != SQLITE_OK) {
+    db_free(db);
+    return rc;
+  }
+  uint32_t hdr_pages = mw_get32(hdr + 28);
+  if (hdr_pages != 0 && memcmp(hdr + 24, hdr + 92, 4) == 0) db->visible_size = hdr_pages;
+  else db->visible_size = (uint32_t)(fsize / pgsz);
+  db->assigned = db->visible = db->oldest = db->compacted = 1; /* epoch 1: the file */
+#if MW_USE_LOG
+  {
+    mw_log_options lo;
+    memset(&lo, 0, sizeof(lo));
+    lo.page_size = pgsz;
+    lo.sync_mode = 1;
+    lo.full_fsync = o->fullfsync;
+    lo.prealloc_step = o->small ? ((uint64_t)1 << 20) : 0;
+    uint64_t base = 0, last = 0;
+    char *lerr = 0;
+    rc = mw_log_open(zPath, &lo, replay_record, db, &db->log, &base, &last, &lerr);
+    if (rc != SQLITE_OK) {
+      if (pzErr && *pzErr == 0) *pzErr = lerr; else sqlite3_free(lerr);
+      db_free(db);
+      return rc;
+    }
+    sqlite3_free(lerr);
+    /* Epochs continue after the log: the file holds the state at `base`. */
+    db->compacted = base;
+    if (last < base) last = base;
+    db->assigned = db->visible = db->oldest = last;
+    db->log_bytes = mw_log_size(db->log);
+  }
+#endif
+  rc = mw_compactor_start(db);
+  if (rc != SQLITE_OK) {
+#if MW_USE_LOG
+    mw_log_close(db->log, 0);
+#endif
+    db_free(db);
+    return rc;
+  }
+  *out = db;
+  return SQLITE_OK;
+}
+
+int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
+                  char **pzErr) {
+  int rc = SQLITE_OK;
+  mw_mutex_lock(&registry_mu);
+  mw_db *db = find_locked(zPath);
+  if (db == 0) {
+    rc = db_open(root, zPath, o, &db, pzErr);
+    if (rc == SQLITE_OK) {
+      db->next = registry;
+      registry = db;
+    }
+  }
+  if (rc == SQLITE_OK) db->refs++;
+  mw_mutex_unlock(&registry_mu);
+  *out = rc == SQLITE_OK ? db : 0;
+  return rc;
+}
+
+int mw_db_release(mw_db *db) {
+  int rc = SQLITE_OK;
+  mw_mutex_lock(&registry_mu);
+  if (--db->refs > 0) {
+    mw_mutex_unlock(&registry_mu);
+    return SQLITE_OK;
+  }
+  for (mw_db **pp = &registry; *pp; pp = &(*pp)->next)
+    if (*pp == db) { *pp = db->next; break; }
+  mw_compactor_stop(db);
+  /* Last close: everything into the file, then the log goes. */
+  rc = db->broken ? db->broken : mw_compact_now(db, 1);
+#if MW_USE_LOG
+  int rc2 = mw_log_close(db->log, rc == SQLITE_OK && db->compacted == db->visible);
+  if (rc == SQLITE_OK) rc = rc2;
+#endif
+  db_free(db);
+  mw_mutex_unlock(&registry_mu);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- snapshots */
+
+static void recompute_oldest_locked(mw_db *db) {
+  uint64_t m = db->visible;
+  for (mw_lane *l = db->lanes; l; l = l->next_in_db)
+    if (l->reg && l->reg < m) m = l->reg;
+  if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
+}
+
+void mw_db_add_lane(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  l->next_in_db = db->lanes;
+  db->lanes = l;
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_remove_lane(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  if (db->turn == l) db->turn = 0;
+  for (mw_lane **pp = &db->lanes; *pp; pp = &(*pp)->next_in_db)
+    if (*pp == l) { *pp = l->next_in_db; break; }
+  recompute_oldest_locked(db);
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
+  mw_mutex_lock(&db->mu);
+  l->reg = db->visible;
+  *pSnap = db->visible;
+  *pSize = db->visible_size;
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  uint64_t was = l->reg;
+  l->reg = 0;
+  if (was == db->oldest) recompute_oldest_locked(db);
+  mw_mutex_unlock(&db->mu);
+}
+
+/* Waits on db->cv until cond() is false or the deadline passes. */
+#define WAIT_WHILE(cond, deadline)                                              \
+  while ((cond)) {                                                              \
+    uint64_t now_ = mw_now_ns();                                                \
+    if (now_ >= (deadline)) break;                                              \
+    mw_cond_timedwait_ms(&db->cv, &db->mu, (int)(((deadline) - now_) / 1000000u) + 1); \
+  }
+
+void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
+  mw_mutex_lock(&db->mu);
+  uint64_t deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
+  /* Someone else's turn: new transactions wait for it to end. */
+  WAIT_WHILE(db->turn && db->turn != l, deadline);
+  if (l->losses >= MW_TURN_AFTER && (db->turn == 0 || db->turn == l)) {
+    if (db->turn != l) l->stats[MW_STAT_TURNS]++;
+    db->turn = l;
+    /* Let the transactions in flight finish: this one then runs on fresh state. */
+    deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
+    WAIT_WHILE(db->active > 0, deadline);
+  }
+  db->active++;
+  l->counted = 1;
+  l->reg = db->visible;
+  *pSnap = db->visible;
+  *pSize = db->visible_size;
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_txn_end(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  uint64_t was = l->reg;
+  l->reg = 0;
+  if (l->counted) {
+    db->active--;
+    l->counted = 0;
+  }
+  if (db->turn == l) db->turn = 0;
+  if (was == db->oldest) recompute_oldest_locked(db);
+  mw_cond_broadcast(&db->cv);
+  mw_mutex_unlock(&db->mu);
+}
+
+int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt) {
+  sqlite3_int64 o = (sqlite3_int64)(pgno - 1) * db->page_size + off;
+  int rc = db->data->pMethods->xRead(db->data, buf, amt, o);
+  /* A page past the end of the file that no commit wrote reads as zeros. */
+  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
+  return rc;
+}

@@ -1,0 +1,263 @@
+/*
+** engine.h: the types shared by the engine's parts (vfs.c, lane.c, store.c, db.c,
+** commit.c, compact.c). docs/design.md explains how they fit together.
+**
+** Ownership in one line each:
+**   mw_store  committed page versions by (page, epoch), behind lock stripes (store.c)
+**   mw_db     one open database of the process: epochs, visibility, snapshots,
+**             the log, the compactor (db.c, compact.c)
+**   mw_lane   one connection: private WAL, private wal-index, snapshot, read set (lane.c)
+**   commit    validation, epoch assignment, install, log, visibility (commit.c)
+*/
+#ifndef MW_ENGINE_H
+#define MW_ENGINE_H
+
+#include "mw_internal.h"
+
+/* 1 once the log (log.c) is part of the build; 0 keeps commits in memory only. */
+#ifndef MW_USE_LOG
+#  define MW_USE_LOG 1
+#endif
+
+#if MW_USE_LOG
+#  include "log.h"
+#endif
+
+#define MW_STRIPES 64          /* lock stripes of the page store (page mod N) */
+#define MW_RING 4096           /* epochs assigned but not yet visible, at most */
+
+/* ---------------------------------------------------------------- options */
+typedef struct mw_opts {
+  int engine;                  /* mw: 1 engine, 0 stock */
+  int readcheck;               /* mw_readcheck */
+  int fullfsync;               /* mw_fullfsync */
+  int small;                   /* mw_profile=small */
+  uint64_t log_max_bytes;      /* mw_log_max_mb */
+} mw_opts;
+
+/* Parses the mw* URI parameters of a main-database name. Returns SQLITE_OK, or an
+** error with *pzErr (sqlite3_malloc) naming the parameter. */
+int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr);
+
+/* ---------------------------------------------------------------- store */
+typedef struct mw_pver {
+  uint64_t epoch;
+  unsigned char *img;          /* page_size bytes, owned by the chain */
+} mw_pver;
+
+typedef struct mw_chain {
+  uint32_t pgno;
+  uint32_t n, cap;
+  mw_pver *v;               /* ascending epochs */
+} mw_chain;
+
+typedef struct mw_stripe {
+  mw_mutex mu;
+  mw_chain **slot;             /* open addressing by page number */
+  uint32_t cap, count;
+  char pad[64];
+} mw_stripe;
+
+typedef struct mw_store {
+  int page_size;
+  mw_stripe stripe[MW_STRIPES];
+} mw_store;
+
+int mw_store_init(mw_store *s, int page_size);
+void mw_store_free(mw_store *s);
+static inline int mw_stripe_of(uint32_t pgno) { return (int)(pgno % MW_STRIPES); }
+void mw_store_lock(mw_store *s, int stripe);
+void mw_store_unlock(mw_store *s, int stripe);
+
+/* Under the stripe lock: the chain of pgno, or NULL. */
+mw_chain *mw_store_chain_locked(mw_store *s, uint32_t pgno);
+/* The version a view sees: newest with epoch <= snap or epoch in own[0..nown-1]. */
+const mw_pver *mw_chain_view(const mw_chain *c, uint64_t snap, const uint64_t *own, int nown);
+/* Under the stripe lock: appends a version (epoch newer than every other of the
+** chain) and frees the versions that no snapshot >= oldest can read. The store owns
+** img afterwards. Returns SQLITE_NOMEM (img freed) on failure. */
+int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
+                            uint64_t oldest);
+/* Copies bytes [off, off+amt) of the page as seen by the view; 1 when found. */
+int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
+                  void *buf, int off, int amt);
+/* Garbage collection: frees versions older than the newest one <= oldest, drops
+** chains whose only version is <= min(oldest, compacted). *pPinned receives the
+** versions kept only for snapshots older than `visible`; *pChains the chains left. */
+void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visible,
+                 int64_t *pPinned, int64_t *pChains);
+
+/* One page to write back into the database file. */
+typedef struct mw_page_out { uint32_t pgno; unsigned char *img; } mw_page_out;
+/* Collects a copy of the newest version <= upto of every page changed after `since`.
+** *pOut is sqlite3_malloc'ed (free each img and the array with sqlite3_free). */
+int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN);
+
+/* ---------------------------------------------------------------- database */
+typedef struct mw_lane mw_lane;
+typedef struct mw_db mw_db;
+
+typedef struct mw_pending {
+  uint64_t epoch;
+  uint32_t size;               /* database size in pages after this epoch */
+  int ready;                   /* installed and durable */
+} mw_pending;
+
+struct mw_db {
+  char *path;                  /* full path of the database file */
+  mw_db *next;                 /* registry of open databases */
+  int refs;                    /* lanes open on it */
+  int page_size;
+  mw_opts opts;                /* of the first opener */
+  sqlite3_vfs *root;
+  sqlite3_file *data;          /* root-VFS handle: file reads and compaction writes */
+  mw_store store;
+
+  mw_mutex mu;                 /* publication: epochs, visibility, snapshots, lanes */
+  mw_cond cv;                  /* visibility advanced, or compactor work */
+  uint64_t assigned;           /* last epoch assigned */
+  uint64_t visible;            /* last epoch visible (a prefix of assigned) */
+  uint32_t visible_size;       /* pages at `visible` */
+  uint64_t oldest;             /* min(visible, oldest active snapshot): only grows */
+  uint64_t compacted;          /* the database file holds the state at this epoch */
+  mw_pending ring[MW_RING];
+  mw_lane *lanes;              /* every lane, for the snapshot registry */
+  mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */
+  int active;                  /* lanes in a transaction snapshot */
+  int broken;                  /* a log write or sync failed: every commit fails */
+
+  /* compactor */
+  mw_cond kick_cv;             /* wakes the compactor (under db->mu) */
+  mw_thread compactor;
+  int compactor_running;
+  int stop;
+  int want_compact;
+  int64_t compactions;
+  int64_t pinned;
+  int64_t chains;
+  uint64_t commits_since_gc;
+
+#if MW_USE_LOG
+  mw_log *log;
+#endif
+  uint64_t log_bytes;          /* last known log size */
+};
+
+/* Finds or opens the shared state of the database at zPath (a full path). The
+** first open converts the file to WAL, opens the log and replays it. */
+int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
+                  char **pzErr);
+/* Drops one reference; the last one compacts everything, deletes the log and
+** frees the state. */
+int mw_db_release(mw_db *db);
+/* 1 when zPath is an open engine database (for -wal names). */
+int mw_db_is_open(const char *zPath);
+
+/* Registers the lane in db->lanes (under db->mu). */
+void mw_db_add_lane(mw_db *db, mw_lane *l);
+void mw_db_remove_lane(mw_db *db, mw_lane *l);
+/* Starts a snapshot for the lane: *pSnap and *pSize at the newest visible epoch. */
+void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
+void mw_db_snapshot_end(mw_db *db, mw_lane *l);
+/* The same for a transaction's snapshot, with the hot-spot turn: a lane that lost
+** MW_TURN_AFTER commits in a row waits for the transactions in flight to end and
+** holds new ones back until its own transaction ends (each wait is bounded, so
+** two connections used by one thread cannot deadlock). */
+#define MW_TURN_AFTER 8
+#define MW_TURN_WAIT_MS 200
+void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
+void mw_db_txn_end(mw_db *db, mw_lane *l);
+/* Reads page bytes from the database file (pages the store does not hold). */
+int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt);
+
+/* compact.c */
+int mw_compactor_start(mw_db *db);
+void mw_compactor_stop(mw_db *db);
+/* Compacts up to min(visible, oldest snapshot). Caller must not hold db->mu. */
+int mw_compact_now(mw_db *db, int final);
+void mw_compact_kick(mw_db *db);
+
+/* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
+** the n-th (default 1st) time the named point is reached. */
+void mw_crash_point(const char *name);
+
+/* ---------------------------------------------------------------- files */
+enum { MW_KIND_MAIN = 1, MW_KIND_WAL = 2, MW_KIND_ERR = 3 };
+
+/* What the VFS hands to SQLite for an engine file. Pass-through files are opened
+** by the root VFS directly into the sqlite3_file and never look like this. */
+typedef struct mw_file {
+  sqlite3_file base;
+  int kind;
+  mw_lane *lane;               /* MAIN and WAL */
+  sqlite3_file *real;          /* MAIN and ERR: the file through the root VFS */
+  char *err;                   /* ERR: why the open is refused */
+  int reads;                   /* ERR: reads so far */
+} mw_file;
+
+/* vfs.c: the root VFS under "multiwriter". */
+sqlite3_vfs *mw_root_vfs(void);
+/* Called by the auto-extension at the end of every sqlite3_open: fails the open of
+** a database whose options were refused, with the message. */
+int mw_check_open(sqlite3 *db, char **pzErr);
+
+/* ---------------------------------------------------------------- lane */
+struct mw_lane {
+  mw_db *db;
+  mw_lane *next_in_db;
+  const char *zName;           /* the main file's name pointer (sqlite3_filename) */
+  sqlite3_file *real;          /* the main file through the root VFS */
+  int readcheck;
+  int sync_level;              /* observed PRAGMA synchronous (0..3) */
+
+  /* private WAL */
+  unsigned char *wal;
+  uint64_t wal_len, wal_cap;
+  int wal_open;
+  uint64_t committed_frames;   /* frames already published in this snapshot */
+
+  /* private wal-index */
+  void **region;
+  int nregion;
+  uint32_t shared_mask;        /* read marks held SHARED */
+  int write_lock;              /* slot 0 held EXCLUSIVE */
+
+  /* snapshot */
+  uint64_t reg;                /* epoch registered in the snapshot registry, 0 = none */
+  int in_snap;
+  uint64_t snap;
+  uint32_t snap_size;
+  uint32_t cur_size;           /* size after this snapshot's own commits */
+  uint64_t *own;               /* epochs this snapshot committed */
+  int nown, cap_own;
+  uint32_t *rs;                /* read set: open-addressing set of page numbers */
+  uint32_t rs_cap, rs_count;
+  int rs_failed;               /* a read could not be recorded: refuse the commit */
+  unsigned char *pgbuf;        /* one page, scratch */
+
+  int losses;                  /* commits refused in a row */
+  int counted;                 /* counted in db->active */
+
+  int64_t stats[MW_STAT_COUNT];
+};
+
+/* commit.c: publishes frames [from, to) of the lane's WAL (to-1 is the commit
+** frame, whose header says the database has db_pages pages). */
+int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages);
+
+/* lane.c */
+int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, int *pOut,
+                   const mw_opts *o, char **pzErr);
+/* db.c: the lane whose main file was opened with this name pointer. */
+mw_lane *mw_lane_find(const char *zDbName);
+extern const sqlite3_io_methods mw_main_methods;
+extern const sqlite3_io_methods mw_wal_methods;
+int mw_lane_open_wal(mw_lane *l, sqlite3_file *f);
+void mw_lane_read_set_add(mw_lane *l, uint32_t pgno);
+int mw_lane_read_set_has(const mw_lane *l, uint32_t pgno);
+
+static inline uint32_t mw_get32(const unsigned char *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+#endif /* MW_ENGINE_H */

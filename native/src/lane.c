@@ -1,0 +1,480 @@
+/*
+** lane.c: one connection's view of an engine database.
+**   - the main file: reads come from the page store at the lane's snapshot (else
+**     from the file), every page read in a snapshot joins the read set; writes
+**     (checkpoints of the private WAL) are discarded; the size is the snapshot's;
+**     locks above SHARED are pretended; no mmap.
+**   - the private wal-index: heap regions, every lock granted at once but watched:
+**     a read mark taken SHARED begins a snapshot, the last one released ends it
+**     (unless the write lock is still held: walRestartLog swaps read marks then).
+**     At the end the WAL is emptied and bytes 0..95 of region 0 are zeroed, so that
+**     SQLite recovers an empty WAL and drops its cache at the next transaction.
+**   - the private WAL: a growable buffer; the write that completes a commit frame
+**     runs the commit (commit.c).
+**   - PRAGMAs the engine cannot honour are refused here.
+**
+** Owns: the lane, its WAL buffer, its wal-index regions, its read set.
+** Never touches: the database file (except reads through mw_db_read_file), the log.
+*/
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define WAL_HDR 32
+#define FRAME_HDR 24
+
+/* ---------------------------------------------------------------- read set */
+
+void mw_lane_read_set_add(mw_lane *l, uint32_t pgno) {
+  if ((l->rs_count + 1) * 2 > l->rs_cap) {
+    uint32_t ncap = l->rs_cap ? l->rs_cap * 2 : 256;
+    uint32_t *ns = calloc(ncap, sizeof(uint32_t));
+    if (ns == 0) {
+      /* Cannot track the read: make the commit fail safe (conflict on validation). */
+      l->rs_failed = 1;
+      return;
+    }
+    for (uint32_t i = 0; i < l->rs_cap; i++) {
+      uint32_t v = l->rs[i];
+      if (v == 0) continue;
+      uint32_t h = (v * 2654435761u) & (ncap - 1);
+      while (ns[h]) h = (h + 1) & (ncap - 1);
+      ns[h] = v;
+    }
+    free(l->rs);
+    l->rs = ns;
+    l->rs_cap = ncap;
+  }
+  uint32_t h = (pgno * 2654435761u) & (l->rs_cap - 1);
+  while (l->rs[h]) {
+    if (l->rs[h] == pgno) return;
+    h = (h + 1) & (l->rs_cap - 1);
+  }
+  l->rs[h] = pgno;
+  l->rs_count++;
+}
+
+int mw_lane_read_set_has(const mw_lane *l, uint32_t pgno) {
+  if (l->rs_cap == 0) return 0;
+  uint32_t h = (pgno * 2654435761u) & (l->rs_cap - 1);
+  while (l->rs[h]) {
+    if (l->rs[h] == pgno) return 1;
+    h = (h + 1) & (l->rs_cap - 1);
+  }
+  return 0;
+}
+
+static void read_set_clear(mw_lane *l) {
+  if (l->rs_cap > 65536) {
+    free(l->rs);
+    l->rs = 0;
+    l->rs_cap = 0;
+  } else if (l->rs_count) {
+    memset(l->rs, 0, l->rs_cap * sizeof(uint32_t));
+  }
+  l->rs_count = 0;
+}
+
+/* ---------------------------------------------------------------- snapshots */
+
+static void snap_begin(mw_lane *l) {
+  mw_db_txn_begin(l->db, l, &l->snap, &l->snap_size);
+  l->cur_size = l->snap_size;
+  l->in_snap = 1;
+  l->nown = 0;
+  l->committed_frames = 0;
+  l->rs_failed = 0;
+}
+
+static void snap_end(mw_lane *l) {
+  mw_db_txn_end(l->db, l);
+  l->stats[MW_STAT_SNAPSHOT_EPOCH] = (int64_t)l->snap;
+  l->stats[MW_STAT_COMMIT_EPOCH] = l->nown ? (int64_t)l->own[l->nown - 1] : 0;
+  l->in_snap = 0;
+  l->nown = 0;
+  read_set_clear(l);
+  /* Next transaction starts cold: empty WAL, no valid wal-index header. */
+  l->wal_len = 0;
+  l->committed_frames = 0;
+  if (l->wal_cap > ((uint64_t)4 << 20)) {
+    free(l->wal);
+    l->wal = 0;
+    l->wal_cap = 0;
+  }
+  if (l->nregion > 0 && l->region[0]) memset(l->region[0], 0, 96);
+}
+
+/* ---------------------------------------------------------------- main file */
+
+static int main_close(sqlite3_file *f) {
+  mw_file *p = (mw_file *)f;
+  mw_lane *l = p->lane;
+  int rc = SQLITE_OK;
+  if (l) {
+    if (l->in_snap) snap_end(l);
+    mw_db_remove_lane(l->db, l);
+    rc = mw_db_release(l->db);
+    for (int i = 0; i < l->nregion; i++) free(l->region[i]);
+    free(l->region);
+    free(l->wal);
+    free(l->rs);
+    free(l->own);
+    free(l->pgbuf);
+    free(l);
+    p->lane = 0;
+  }
+  if (p->real && p->real->pMethods) {
+    int rc2 = p->real->pMethods->xClose(p->real);
+    if (rc == SQLITE_OK) rc = rc2;
+    p->real->pMethods = 0;
+  }
+  return rc;
+}
+
+static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  mw_db *db = l->db;
+  int pgsz = db->page_size;
+  int temp = 0, short_read = 0, rc = SQLITE_OK;
+  uint64_t snap;
+  uint32_t size;
+  if (l->in_snap) {
+    snap = l->snap;
+    size = l->cur_size;
+  } else {
+    /* A read outside a transaction (the header at open): a registered moment. */
+    mw_db_snapshot_begin(db, l, &snap, &size);
+    temp = 1;
+  }
+  unsigned char *out = buf;
+  uint64_t o = (uint64_t)off;
+  int left = amt;
+  while (left > 0 && rc == SQLITE_OK) {
+    uint32_t pgno = (uint32_t)(o / (uint64_t)pgsz) + 1;
+    int po = (int)(o % (uint64_t)pgsz);
+    int n = pgsz - po < left ? pgsz - po : left;
+    if (pgno > size) {
+      memset(out, 0, (size_t)n);
+      short_read = 1;
+    } else if (!mw_store_read(&db->store, pgno, snap, l->in_snap ? l->own : 0,
+                              l->in_snap ? l->nown : 0, out, po, n)) {
+      rc = mw_db_read_file(db, pgno, out, po, n);
+    }
+    if (l->in_snap && pgno != 1) mw_lane_read_set_add(l, pgno);
+    out += n;
+    o += (uint64_t)n;
+    left -= n;
+  }
+  if (temp) mw_db_snapshot_end(db, l);
+  if (rc == SQLITE_OK && short_read) rc = SQLITE_IOERR_SHORT_READ;
+  return rc;
+}
+
+/* Writes to the main file are checkpoints of the private WAL: only the compactor
+** writes the database file. */
+static int main_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) { return SQLITE_OK; }
+static int main_truncate(sqlite3_file *f, sqlite3_int64 n) { return SQLITE_OK; }
+static int main_sync(sqlite3_file *f, int flags) { return SQLITE_OK; }
+
+static int main_size(sqlite3_file *f, sqlite3_int64 *pSize) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  uint32_t size;
+  if (l->in_snap) {
+    size = l->cur_size;
+  } else {
+    uint64_t s;
+    mw_db_snapshot_begin(l->db, l, &s, &size);
+    mw_db_snapshot_end(l->db, l);
+  }
+  *pSize = (sqlite3_int64)size * l->db->page_size;
+  return SQLITE_OK;
+}
+
+/* The real SHARED lock is kept (a stock connection cannot checkpoint or change
+** the journal mode under the engine); higher levels are pretended. */
+static int main_lock(sqlite3_file *f, int level) {
+  mw_file *p = (mw_file *)f;
+  if (level == SQLITE_LOCK_SHARED) return p->real->pMethods->xLock(p->real, level);
+  return SQLITE_OK;
+}
+static int main_unlock(sqlite3_file *f, int level) {
+  mw_file *p = (mw_file *)f;
+  if (level == SQLITE_LOCK_NONE) return p->real->pMethods->xUnlock(p->real, level);
+  return SQLITE_OK;
+}
+static int main_check_reserved(sqlite3_file *f, int *pRes) {
+  *pRes = 0;
+  return SQLITE_OK;
+}
+
+static int pragma(mw_lane *l, char **a) {
+  const char *name = a[1], *val = a[2];
+  if (name == 0) return SQLITE_NOTFOUND;
+  if (!sqlite3_stricmp(name, "journal_mode") && val && sqlite3_stricmp(val, "wal")) {
+    a[0] = sqlite3_mprintf("multiwriter: journal_mode=%s is not supported (the engine "
+                           "keeps the database in WAL mode)", val);
+    return SQLITE_ERROR;
+  }
+  if (!sqlite3_stricmp(name, "locking_mode") && val && !sqlite3_stricmp(val, "exclusive")) {
+    a[0] = sqlite3_mprintf("multiwriter: locking_mode=EXCLUSIVE is not supported (many "
+                           "connections write at once)");
+    return SQLITE_ERROR;
+  }
+  if (!sqlite3_stricmp(name, "auto_vacuum") && val && strcmp(val, "0") &&
+      sqlite3_stricmp(val, "none")) {
+    a[0] = sqlite3_mprintf("multiwriter: auto_vacuum=%s is not supported (only NONE)", val);
+    return SQLITE_ERROR;
+  }
+  if (!sqlite3_stricmp(name, "synchronous") && val) {
+    static const char *names[] = { "off", "normal", "full", "extra" };
+    for (int i = 0; i < 4; i++)
+      if (!sqlite3_stricmp(val, names[i]) || (val[0] == '0' + i && val[1] == 0))
+        l->sync_level = i;
+  }
+  return SQLITE_NOTFOUND;
+}
+
+static int main_fcntl(sqlite3_file *f, int op, void *arg) {
+  mw_file *p = (mw_file *)f;
+  mw_lane *l = p->lane;
+  switch (op) {
+    case SQLITE_FCNTL_PRAGMA:
+      return pragma(l, (char **)arg);
+    case MW_FCNTL_STATS: {
+      int64_t *out = arg;
+      mw_db *db = l->db;
+      for (int i = 0; i < MW_STAT_COUNT; i++) out[i] = l->stats[i];
+      out[MW_STAT_ENGINE] = 1;
+      if (l->in_snap) {
+        out[MW_STAT_SNAPSHOT_EPOCH] = (int64_t)l->snap;
+        out[MW_STAT_COMMIT_EPOCH] = l->nown ? (int64_t)l->own[l->nown - 1] : 0;
+      }
+      mw_mutex_lock(&db->mu);
+      out[MW_STAT_COMPACTIONS] = db->compactions;
+      out[MW_STAT_VISIBLE_EPOCH] = (int64_t)db->visible;
+      out[MW_STAT_PINNED_VERSIONS] = db->pinned;
+      out[MW_STAT_LOG_BYTES] = (int64_t)db->log_bytes;
+      mw_mutex_unlock(&db->mu);
+      return SQLITE_OK;
+    }
+    case SQLITE_FCNTL_SIZE_HINT:
+    case SQLITE_FCNTL_CHUNK_SIZE:
+    case SQLITE_FCNTL_MMAP_SIZE:
+      /* The file is the compactor's: no growth hints, no mapping. */
+      return SQLITE_OK;
+    default:
+      return p->real->pMethods->xFileControl(p->real, op, arg);
+  }
+}
+
+static int main_sector(sqlite3_file *f) {
+  mw_file *p = (mw_file *)f;
+  return p->real->pMethods->xSectorSize(p->real);
+}
+
+/* POWERSAFE_OVERWRITE: SQLite then never pads the WAL after a commit frame
+** (sqlite3WalOpen reads the main file's characteristics). */
+static int main_devchar(sqlite3_file *f) {
+  mw_file *p = (mw_file *)f;
+  return p->real->pMethods->xDeviceCharacteristics(p->real) | SQLITE_IOCAP_POWERSAFE_OVERWRITE;
+}
+
+static int main_shm_map(sqlite3_file *f, int iRegion, int szRegion, int bExtend,
+                        void volatile **pp) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  if (iRegion >= l->nregion) {
+    if (!bExtend) {
+      *pp = 0;
+      return SQLITE_OK;
+    }
+    void **nr = realloc(l->region, (size_t)(iRegion + 1) * sizeof(void *));
+    if (nr == 0) return SQLITE_NOMEM;
+    l->region = nr;
+    while (l->nregion <= iRegion) {
+      void *r = calloc(1, (size_t)szRegion);
+      if (r == 0) return SQLITE_NOMEM;
+      l->region[l->nregion++] = r;
+    }
+  }
+  *pp = l->region[iRegion];
+  return SQLITE_OK;
+}
+
+/* Lock slots: 0 write, 1 checkpoint, 2 recover, 3..7 read marks. */
+static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  int lock = (flags & SQLITE_SHM_LOCK) != 0;
+  if (flags & SQLITE_SHM_SHARED) {
+    for (int s = ofst; s < ofst + n; s++) {
+      if (s < 3) continue;
+      if (lock) l->shared_mask |= 1u << s; else l->shared_mask &= ~(1u << s);
+    }
+    if (lock && l->shared_mask && !l->in_snap) snap_begin(l);
+  } else if (ofst == 0) {
+    l->write_lock = lock;
+  }
+  if (!lock && l->in_snap && l->shared_mask == 0 && !l->write_lock) snap_end(l);
+  return SQLITE_OK;
+}
+
+static void main_shm_barrier(sqlite3_file *f) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+static int main_shm_unmap(sqlite3_file *f, int deleteFlag) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  for (int i = 0; i < l->nregion; i++) free(l->region[i]);
+  free(l->region);
+  l->region = 0;
+  l->nregion = 0;
+  return SQLITE_OK;
+}
+
+static int main_fetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) {
+  *pp = 0;
+  return SQLITE_OK;
+}
+static int main_unfetch(sqlite3_file *f, sqlite3_int64 o, void *p) { return SQLITE_OK; }
+
+const sqlite3_io_methods mw_main_methods = {
+  3, main_close, main_read, main_write, main_truncate, main_sync, main_size,
+  main_lock, main_unlock, main_check_reserved, main_fcntl, main_sector, main_devchar,
+  main_shm_map, main_shm_lock, main_shm_barrier, main_shm_unmap, main_fetch, main_unfetch
+};
+
+int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, int *pOut,
+                   const mw_opts *o, char **pzErr) {
+  int rc = root->xOpen(root, zName, p->real, flags, pOut);
+  if (rc != SQLITE_OK) return rc;
+  mw_lane *l = calloc(1, sizeof(*l));
+  if (l == 0) {
+    p->real->pMethods->xClose(p->real);
+    return SQLITE_NOMEM;
+  }
+  mw_db *db = 0;
+  rc = mw_db_acquire(root, zName, o, &db, pzErr);
+  if (rc == SQLITE_OK) {
+    l->pgbuf = malloc((size_t)db->page_size);
+    if (l->pgbuf == 0) {
+      mw_db_release(db);
+      rc = SQLITE_NOMEM;
+    }
+  }
+  if (rc != SQLITE_OK) {
+    free(l);
+    p->real->pMethods->xClose(p->real);
+    p->real->pMethods = 0;
+    return rc;
+  }
+  l->db = db;
+  l->zName = zName;
+  l->real = p->real;
+  l->readcheck = o->readcheck;
+  l->sync_level = 2;
+  mw_db_add_lane(db, l);
+  p->kind = MW_KIND_MAIN;
+  p->lane = l;
+  p->base.pMethods = &mw_main_methods;
+  return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------- private WAL */
+
+static int wal_close(sqlite3_file *f) {
+  mw_file *p = (mw_file *)f;
+  p->lane->wal_open = 0;
+  p->lane->wal_len = 0;
+  return SQLITE_OK;
+}
+
+static int wal_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  uint64_t o = (uint64_t)off;
+  if (o >= l->wal_len) {
+    memset(buf, 0, (size_t)amt);
+    return SQLITE_IOERR_SHORT_READ;
+  }
+  uint64_t n = l->wal_len - o;
+  if (n >= (uint64_t)amt) {
+    memcpy(buf, l->wal + o, (size_t)amt);
+    return SQLITE_OK;
+  }
+  memcpy(buf, l->wal + o, (size_t)n);
+  memset((char *)buf + n, 0, (size_t)amt - (size_t)n);
+  return SQLITE_IOERR_SHORT_READ;
+}
+
+static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  uint64_t o = (uint64_t)off, end = o + (uint64_t)amt;
+  if (end > l->wal_cap) {
+    uint64_t ncap = l->wal_cap ? l->wal_cap : 65536;
+    while (ncap < end) ncap *= 2;
+    unsigned char *nw = realloc(l->wal, (size_t)ncap);
+    if (nw == 0) return SQLITE_IOERR_NOMEM;
+    l->wal = nw;
+    l->wal_cap = ncap;
+  }
+  if (o > l->wal_len) memset(l->wal + l->wal_len, 0, (size_t)(o - l->wal_len));
+  memcpy(l->wal + o, buf, (size_t)amt);
+  if (end > l->wal_len) l->wal_len = end;
+  if (o == 0) {
+    /* A new WAL header: SQLite restarted the log, frames start again at 0. */
+    l->committed_frames = 0;
+    if (amt >= 12 && (int)mw_get32(l->wal + 8) != l->db->page_size) return SQLITE_IOERR_WRITE;
+    return SQLITE_OK;
+  }
+  int pgsz = l->db->page_size;
+  uint64_t fsz = (uint64_t)pgsz + FRAME_HDR;
+  if (o >= WAL_HDR + FRAME_HDR && amt == pgsz && (o - WAL_HDR) % fsz == FRAME_HDR) {
+    uint64_t frame = (o - WAL_HDR) / fsz;
+    const unsigned char *hdr = l->wal + WAL_HDR + frame * fsz;
+    uint32_t db_pages = mw_get32(hdr + 4);
+    if (db_pages != 0 && frame >= l->committed_frames && l->in_snap) {
+      int rc = mw_commit(l, l->committed_frames, frame + 1, db_pages);
+      if (rc == SQLITE_OK) l->committed_frames = frame + 1;
+      return rc;
+    }
+  }
+  return SQLITE_OK;
+}
+
+static int wal_truncate(sqlite3_file *f, sqlite3_int64 size) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  uint64_t s = (uint64_t)size;
+  if (s < l->wal_len) l->wal_len = s;
+  uint64_t fsz = (uint64_t)l->db->page_size + FRAME_HDR;
+  uint64_t frames = s > WAL_HDR ? (s - WAL_HDR) / fsz : 0;
+  if (l->committed_frames > frames) l->committed_frames = frames;
+  return SQLITE_OK;
+}
+
+static int wal_sync(sqlite3_file *f, int flags) { return SQLITE_OK; }
+static int wal_size(sqlite3_file *f, sqlite3_int64 *pSize) {
+  *pSize = (sqlite3_int64)((mw_file *)f)->lane->wal_len;
+  return SQLITE_OK;
+}
+static int wal_lock(sqlite3_file *f, int level) { return SQLITE_OK; }
+static int wal_check(sqlite3_file *f, int *pRes) {
+  *pRes = 0;
+  return SQLITE_OK;
+}
+static int wal_fcntl(sqlite3_file *f, int op, void *arg) { return SQLITE_NOTFOUND; }
+static int wal_sector(sqlite3_file *f) { return 512; }
+static int wal_devchar(sqlite3_file *f) {
+  return SQLITE_IOCAP_POWERSAFE_OVERWRITE | SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL;
+}
+
+const sqlite3_io_methods mw_wal_methods = {
+  1, wal_close, wal_read, wal_write, wal_truncate, wal_sync, wal_size,
+  wal_lock, wal_lock, wal_check, wal_fcntl, wal_sector, wal_devchar,
+  0, 0, 0, 0, 0, 0
+};
+
+int mw_lane_open_wal(mw_lane *l, sqlite3_file *f) {
+  mw_file *p = (mw_file *)f;
+  l->wal_open = 1;
+  l->wal_len = 0;
+  l->committed_frames = 0;
+  p->base.pMethods = &mw_wal_methods;
+  return SQLITE_OK;
+}

@@ -1,0 +1,787 @@
+/*
+** log.c: the durable commit log "<db>-mw" of one database (log.h is the interface,
+** log_format.h and docs/format.md the bytes).
+**
+** Owns: the log file and its temporary "<db>-mw.tmp", the header, the records, space
+** reservation (preallocation in steps), group commit, recovery, the switch to a
+** shorter log after a compaction, and the sticky error of the log.
+** Never touches: the database file, the page store, SQLite (beyond result codes and
+** sqlite3_mprintf for error messages).
+**
+** Offsets. Every offset the engine sees is logical: it only grows, across compactions.
+** The byte at logical offset L lives at file offset L - shift; a compaction moves the
+** records it keeps to the start of a new file and raises shift accordingly, so that
+** offsets handed out before it stay meaningful (mw_log_wait_durable keeps working).
+**
+** Group commit is leader/follower: there is no background thread. Whoever finds the
+** next record(s) staged and no write in progress writes the contiguous prefix of
+** staged records with one pwritev; whoever waits for a written record while no sync is
+** in progress runs the data sync for everything written so far. A lone committer so
+** writes and syncs its own record on its own thread (one write, one sync, no hand-off);
+** under load one thread syncs group n while another writes group n+1.
+**
+** Errors. SQLITE_FULL (or any error) while preallocating in mw_log_reserve is returned
+** to that caller only: nothing was assigned, and the next reserve tries again. A failed
+** write or sync, a failed submit (no memory), an epoch out of order, or a compaction
+** that renamed the new log but could not sync the directory sets the sticky error:
+** every later reserve, submit, wait and compaction fails with it until the log is
+** closed and reopened (recovery then decides what is durable).
+*/
+#include "mw_internal.h"
+#include "log.h"
+#include "log_format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MW_LOG_DEFAULT_STEP (4u * 1024u * 1024u)
+#define MW_LOG_MAX_IOV 256          /* records per pwritev */
+#define MW_LOG_COPY_CHUNK (1u << 20) /* compaction copies in chunks of this size */
+
+/* One submitted record waiting to be written: the exact bytes of the record. */
+typedef struct mw_staged {
+  struct mw_staged *next;
+  uint64_t off;  /* logical offset */
+  size_t len;
+  unsigned char *buf; /* points right after the struct */
+} mw_staged;
+
+/* Where each record in the log starts, to find the cut of a compaction. */
+typedef struct mw_log_entry {
+  uint64_t epoch;
+  uint64_t off; /* logical */
+} mw_log_entry;
+
+struct mw_log {
+  char *path;     /* "<db>-mw" */
+  char *tmp_path; /* "<db>-mw.tmp" */
+  int page_size;
+  int sync_mode;
+  int full_fsync;
+  uint64_t step;
+  uint64_t salt;
+
+  mw_mutex cmp_mu; /* one compaction (or close) at a time */
+  mw_mutex mu;     /* everything below */
+  mw_cond cv;      /* broadcast on every change of the state below */
+  mw_fd fd;
+  uint64_t shift;        /* logical - physical */
+  uint64_t base;         /* base epoch in the header */
+  uint64_t last_epoch;   /* last assigned (or replayed) epoch */
+  uint64_t assigned_end; /* logical end of the assigned records */
+  uint64_t reserved;     /* bytes reserved, not yet assigned */
+  uint64_t alloc_end;    /* logical end of the preallocated space */
+  uint64_t written_end;  /* every byte before is written */
+  uint64_t synced_end;   /* every byte before is durable */
+  int writing;           /* a thread is in pwritev */
+  int syncing;           /* a thread is in the data sync */
+  int growing;           /* a thread is preallocating */
+  int switching;         /* a compaction is switching files: no write/sync/grow starts */
+  int error;             /* sticky error, SQLITE_OK while healthy */
+  mw_staged *staged;     /* submitted, not yet written, sorted by offset */
+  mw_log_entry *idx;     /* records in the log, in epoch order */
+  size_t nidx, capidx;
+  size_t nres;           /* reservations held (each becomes one idx entry) */
+};
+
+/* ---- checksum ---------------------------------------------------------------- */
+
+#define CK1 0x9E3779B97F4A7C15ull
+#define CK2 0xC2B2AE3D27D4EB4Full
+#define CK3 0x165667B19E3779F9ull
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+/* Bijective in h for a fixed w and in w for a fixed h: one changed word always
+** changes the lane, and every later step keeps it changed. */
+static inline uint64_t ck_lane(uint64_t h, uint64_t w) { return rotl64(h ^ (w * CK1), 29) * CK2; }
+
+uint64_t mw_log_checksum(uint64_t seed, const void *data, size_t n) {
+  const unsigned char *p = data;
+  uint64_t a = seed ^ CK1, b = seed ^ CK2, c = seed ^ CK3, d = rotl64(seed, 32);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a = ck_lane(a, rd64(p + i));
+    b = ck_lane(b, rd64(p + i + 8));
+    c = ck_lane(c, rd64(p + i + 16));
+    d = ck_lane(d, rd64(p + i + 24));
+  }
+  for (; i + 8 <= n; i += 8) a = ck_lane(a, rd64(p + i));
+  if (i < n) {
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    b = ck_lane(b, w);
+  }
+  uint64_t h = rotl64(a, 1) + rotl64(b, 7) + rotl64(c, 12) + rotl64(d, 18);
+  h ^= (uint64_t)n * CK3;
+  h ^= h >> 33; h *= CK2; h ^= h >> 29; h *= CK3; h ^= h >> 32;
+  return h;
+}
+
+/* ---- small helpers ------------------------------------------------------------- */
+
+static inline void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static uint64_t rec_size(int page_size, uint64_t npages) {
+  return MW_REC_HDR_SIZE + npages * (4u + (uint64_t)page_size);
+}
+
+static uint64_t round_up(uint64_t v, uint64_t step) { return (v + step - 1) / step * step; }
+
+static void set_error(mw_log *log, int rc) {
+  if (log->error == SQLITE_OK) log->error = rc;
+  mw_cond_broadcast(&log->cv);
+}
+
+static void set_msg(char **pzErr, const char *fmt, const char *path, int rc) {
+  if (pzErr) *pzErr = sqlite3_mprintf(fmt, path, rc);
+}
+
+static void build_header(unsigned char *h, int page_size, uint64_t base, uint64_t salt) {
+  memset(h, 0, MW_LOG_HDR_SIZE);
+  memcpy(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8);
+  put32(h + MW_LOG_HDR_VERSION, MW_LOG_VERSION);
+  put32(h + MW_LOG_HDR_BOM, MW_LOG_BOM);
+  put32(h + MW_LOG_HDR_PAGE_SIZE, (uint32_t)page_size);
+  put32(h + MW_LOG_HDR_FEATURES, MW_LOG_FEATURES);
+  put64(h + MW_LOG_HDR_BASE, base);
+  put64(h + MW_LOG_HDR_SALT, salt);
+  put64(h + MW_LOG_HDR_CKSUM, mw_log_checksum(0, h, MW_LOG_HDR_CKSUM));
+}
+
+/* A salt that differs between logs (not a secret: it only keeps records of another
+** log, or of an earlier life of this one, from checking out). */
+static uint64_t new_salt(const void *addr) {
+  static uint64_t counter;
+  uint64_t in[3] = { mw_now_ns(), (uint64_t)(uintptr_t)addr, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) };
+  return mw_log_checksum(CK3, in, sizeof(in));
+}
+
+/* Index capacity for every record that may still be assigned; called with mu held. */
+static int ensure_idx(mw_log *log, size_t extra) {
+  size_t want = log->nidx + log->nres + extra;
+  if (want <= log->capidx) return SQLITE_OK;
+  size_t cap = log->capidx ? log->capidx : 64;
+  while (cap < want) cap *= 2;
+  mw_log_entry *p = realloc(log->idx, cap * sizeof(*p));
+  if (!p) return SQLITE_NOMEM;
+  log->idx = p;
+  log->capidx = cap;
+  return SQLITE_OK;
+}
+
+/* ---- space ------------------------------------------------------------------------- */
+
+/* Makes the file at least `target` bytes long with [from, target) reserved on disk, and
+** with syncs on, written with zeros: fallocate alone leaves the new extents "unwritten"
+** (ext4, xfs), and then the first data sync after each record converts one, which is
+** a journal commit: a sync that is no longer data-only. Writing the zeros once per step
+** (the caller syncs them) keeps every later sync of a record data-only, as for a WAL
+** that SQLite reuses. SQLITE_FULL when the disk has no room for it. */
+static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target) {
+  static const unsigned char zeros[65536];
+  int rc = mw_file_preallocate(fd, target, 0);
+  if (rc != SQLITE_OK || log->sync_mode == 0) return rc;
+  mw_iovec iov[16];
+  for (int i = 0; i < 16; i++) { iov[i].base = zeros; iov[i].len = sizeof(zeros); }
+  while (rc == SQLITE_OK && from < target) {
+    uint64_t n = target - from;
+    int cnt = 0;
+    while (cnt < 16 && n > 0) {
+      iov[cnt].len = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+      n -= iov[cnt].len;
+      cnt++;
+    }
+    uint64_t len = 0;
+    for (int i = 0; i < cnt; i++) len += iov[i].len;
+    rc = mw_file_pwritev(fd, iov, cnt, from, 0);
+    for (int i = 0; i < cnt; i++) iov[i].len = sizeof(zeros);
+    from += len;
+  }
+  return rc;
+}
+
+/* ---- group commit ---------------------------------------------------------------- */
+
+/* Writes the contiguous prefix of staged records while no one else writes. Called
+** and returns with mu held; drops it around the system call. */
+static void write_ready(mw_log *log) {
+  while (log->error == SQLITE_OK && !log->writing && !log->switching && log->staged &&
+         log->staged->off == log->written_end) {
+    mw_iovec iov[MW_LOG_MAX_IOV];
+    mw_staged *first = log->staged, *last = 0, *r = first;
+    uint64_t start = log->written_end, end = start;
+    int n = 0;
+    while (r && r->off == end && n < MW_LOG_MAX_IOV) {
+      iov[n].base = r->buf;
+      iov[n].len = r->len;
+      n++;
+      end += r->len;
+      last = r;
+      r = r->next;
+    }
+    last->next = 0;
+    log->staged = r;
+    log->writing = 1;
+    mw_fd fd = log->fd;
+    uint64_t phys = start - log->shift;
+    mw_mutex_unlock(&log->mu);
+    int rc = mw_file_pwritev(fd, iov, n, phys, 0);
+    while (first) {
+      mw_staged *next = first->next;
+      free(first);
+      first = next;
+    }
+    mw_mutex_lock(&log->mu);
+    log->writing = 0;
+    if (rc != SQLITE_OK) set_error(log, rc);
+    else log->written_end = end;
+    mw_cond_broadcast(&log->cv);
+  }
+}
+
+/* ---- open and recovery ------------------------------------------------------------- */
+
+static int is_zero_from(mw_fd fd, uint64_t from, uint64_t size, int *nonzero) {
+  unsigned char buf[65536];
+  *nonzero = 0;
+  while (from < size) {
+    size_t n = size - from < sizeof(buf) ? (size_t)(size - from) : sizeof(buf);
+    int rc = mw_file_pread(fd, buf, n, from, 0);
+    if (rc != SQLITE_OK) return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_IOERR_READ : rc;
+    for (size_t i = 0; i < n; i++) {
+      if (buf[i]) { *nonzero = 1; return SQLITE_OK; }
+    }
+    from += n;
+  }
+  return SQLITE_OK;
+}
+
+/* Writes a fresh header (log->base, log->salt, log->page_size) over an empty or
+** record-less file and makes it durable. */
+static int write_fresh(mw_log *log) {
+  unsigned char h[MW_LOG_HDR_SIZE];
+  build_header(h, log->page_size, log->base, log->salt);
+  int rc = mw_file_truncate(log->fd, 0, 0);
+  if (rc == SQLITE_OK) rc = mw_file_pwrite(log->fd, h, sizeof(h), 0, 0);
+  if (rc == SQLITE_OK) rc = mw_file_sync(log->fd, 0);
+  if (rc == SQLITE_OK) rc = mw_dir_sync(log->path, 0);
+  return rc;
+}
+
+/* Replays the records after the header; returns the logical end of the last valid one
+** in *pEnd. */
+static int scan_records(mw_log *log, uint64_t size, mw_log_replay_fn replay, void *ctx,
+                        uint64_t *pEnd) {
+  uint64_t off = MW_LOG_HDR_SIZE;
+  uint64_t expect = log->base + 1;
+  unsigned char *body = 0, *images = 0;
+  uint32_t *pgnos = 0;
+  uint64_t cap = 0; /* pages the buffers hold */
+  int rc = SQLITE_OK;
+  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  while (size - off >= MW_REC_HDR_SIZE) {
+    unsigned char h[MW_REC_HDR_SIZE];
+    rc = mw_file_pread(log->fd, h, sizeof(h), off, 0);
+    if (rc != SQLITE_OK) break;
+    uint32_t npages = get32(h + MW_REC_NPAGES);
+    if (get32(h + MW_REC_OFF_MAGIC) != MW_REC_MAGIC || get64(h + MW_REC_EPOCH) != expect ||
+        get32(h + MW_REC_ZERO) != 0 || npages > (size - off - MW_REC_HDR_SIZE) / per_page) {
+      break;
+    }
+    uint64_t blen = (uint64_t)npages * per_page;
+    if (npages > cap) {
+      uint64_t ncap = npages < 16 ? 16 : npages;
+      unsigned char *nb = realloc(body, (size_t)(ncap * per_page));
+      if (nb) body = nb;
+      unsigned char *ni = realloc(images, (size_t)(ncap * (uint64_t)log->page_size));
+      if (ni) images = ni;
+      uint32_t *np = realloc(pgnos, (size_t)ncap * sizeof(uint32_t));
+      if (np) pgnos = np;
+      if (!nb || !ni || !np) { rc = SQLITE_NOMEM; break; }
+      cap = ncap;
+    }
+    if (blen) {
+      rc = mw_file_pread(log->fd, body, (size_t)blen, off + MW_REC_HDR_SIZE, 0);
+      if (rc != SQLITE_OK) break;
+    }
+    uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), body, (size_t)blen);
+    if (ck != get64(h + MW_REC_CKSUM)) break;
+    for (uint32_t i = 0; i < npages; i++) {
+      const unsigned char *p = body + (uint64_t)i * per_page;
+      pgnos[i] = get32(p);
+      memcpy(images + (uint64_t)i * (uint64_t)log->page_size, p + 4, (size_t)log->page_size);
+    }
+    if (replay) {
+      rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, pgnos, images);
+      if (rc != SQLITE_OK) break;
+    }
+    rc = ensure_idx(log, 1);
+    if (rc != SQLITE_OK) break;
+    log->idx[log->nidx].epoch = expect;
+    log->idx[log->nidx].off = off;
+    log->nidx++;
+    log->last_epoch = expect;
+    off += MW_REC_HDR_SIZE + blen;
+    expect++;
+  }
+  /* The file was measured: running out of it early is a failing read, not a tail. */
+  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+  free(body);
+  free(images);
+  free(pgnos);
+  *pEnd = off;
+  return rc;
+}
+
+static void free_log(mw_log *log) {
+  while (log->staged) {
+    mw_staged *next = log->staged->next;
+    free(log->staged);
+    log->staged = next;
+  }
+  free(log->idx);
+  free(log->path);
+  free(log->tmp_path);
+  mw_cond_destroy(&log->cv);
+  mw_mutex_destroy(&log->mu);
+  mw_mutex_destroy(&log->cmp_mu);
+  free(log);
+}
+
+int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_fn replay,
+                void *ctx, mw_log **out, uint64_t *pBase, uint64_t *pLast, char **pzErr) {
+  *out = 0;
+  if (pzErr) *pzErr = 0;
+  int ps = opts ? opts->page_size : 0;
+  if (!db_path || ps < 512 || ps > 65536 || (ps & (ps - 1)) != 0) {
+    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter log: bad page size %d", ps);
+    return SQLITE_MISUSE;
+  }
+  mw_log *log = calloc(1, sizeof(*log));
+  if (!log) return SQLITE_NOMEM;
+  size_t n = strlen(db_path);
+  log->path = malloc(n + 4);
+  log->tmp_path = malloc(n + 8);
+  mw_mutex_init(&log->cmp_mu);
+  mw_mutex_init(&log->mu);
+  mw_cond_init(&log->cv);
+  log->fd = MW_FD_INVALID;
+  if (!log->path || !log->tmp_path) { free_log(log); return SQLITE_NOMEM; }
+  memcpy(log->path, db_path, n);
+  memcpy(log->path + n, "-mw", 4);
+  memcpy(log->tmp_path, log->path, n + 3);
+  memcpy(log->tmp_path + n + 3, ".tmp", 5);
+  log->page_size = ps;
+  log->sync_mode = opts->sync_mode;
+  log->full_fsync = opts->full_fsync;
+  log->step = opts->prealloc_step ? opts->prealloc_step : MW_LOG_DEFAULT_STEP;
+
+  int existed = mw_file_exists(log->path);
+  int rc = mw_file_open(log->path, 1, &log->fd, 0);
+  if (rc != SQLITE_OK) {
+    set_msg(pzErr, "multiwriter log: cannot open %s (%d)", log->path, rc);
+    free_log(log);
+    return rc;
+  }
+  uint64_t size = 0;
+  rc = mw_file_size(log->fd, &size, 0);
+  unsigned char h[MW_LOG_HDR_SIZE];
+  int fresh = 0; /* 1: no usable header and nothing behind it: start a new log */
+  if (rc == SQLITE_OK && (!existed || size == 0)) {
+    fresh = 1;
+  } else if (rc == SQLITE_OK) {
+    memset(h, 0, sizeof(h));
+    size_t want = size < MW_LOG_HDR_SIZE ? (size_t)size : MW_LOG_HDR_SIZE;
+    rc = mw_file_pread(log->fd, h, want, 0, 0);
+    if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+  }
+  if (rc == SQLITE_OK && !fresh) {
+    /* A whole header with our magic, and a version (or byte order) of its own, is
+    ** another format; zeros there are a torn header, handled as damaged below. */
+    int magic = size >= MW_LOG_HDR_SIZE && memcmp(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8) == 0;
+    uint32_t version = get32(h + MW_LOG_HDR_VERSION), bom = get32(h + MW_LOG_HDR_BOM);
+    int sound = magic && version == MW_LOG_VERSION && bom == MW_LOG_BOM &&
+                get64(h + MW_LOG_HDR_CKSUM) == mw_log_checksum(0, h, MW_LOG_HDR_CKSUM);
+    if ((magic && version != 0 && version != MW_LOG_VERSION) ||
+        (magic && bom == __builtin_bswap32(MW_LOG_BOM)) ||
+        (sound && (get32(h + MW_LOG_HDR_FEATURES) & ~MW_LOG_FEATURES) != 0)) {
+      /* Another format (or byte order): refuse it and leave it exactly as it is. */
+      set_msg(pzErr, "multiwriter log: %s has a format this version cannot read (%d)", log->path,
+              SQLITE_CANTOPEN);
+      mw_file_close(log->fd);
+      free_log(log);
+      return SQLITE_CANTOPEN;
+    }
+    if (!sound || get32(h + MW_LOG_HDR_PAGE_SIZE) != (uint32_t)ps) {
+      /* No usable header: acceptable only with nothing behind it (a crash while the
+      ** log was being created, or a preallocated zero tail). */
+      int nonzero = 0;
+      rc = is_zero_from(log->fd, size < MW_LOG_HDR_SIZE ? size : MW_LOG_HDR_SIZE, size, &nonzero);
+      if (rc == SQLITE_OK && nonzero) {
+        rc = SQLITE_CORRUPT;
+        set_msg(pzErr,
+                sound ? "multiwriter log: %s was written with another page size (%d)"
+                      : "multiwriter log: %s has a damaged header and records behind it (%d)",
+                log->path, rc);
+      }
+      fresh = 1;
+    } else {
+      log->base = get64(h + MW_LOG_HDR_BASE);
+      log->salt = get64(h + MW_LOG_HDR_SALT);
+    }
+  }
+  if (rc == SQLITE_OK) rc = mw_file_delete(log->tmp_path, 0); /* a compaction's leftover */
+  uint64_t end = MW_LOG_HDR_SIZE;
+  if (rc == SQLITE_OK && fresh) {
+    log->base = 1;
+    log->salt = new_salt(log);
+    rc = write_fresh(log);
+  } else if (rc == SQLITE_OK) {
+    log->last_epoch = log->base;
+    rc = scan_records(log, size, replay, ctx, &end);
+    if (rc == SQLITE_OK && size > end) {
+      /* Cut the torn or damaged tail (and any preallocated zeros) durably, so that
+      ** stale bytes behind the records written from now on can never be replayed. */
+      rc = mw_file_truncate(log->fd, end, 0);
+      if (rc == SQLITE_OK) rc = mw_file_sync(log->fd, 0);
+      if (rc == SQLITE_OK) rc = mw_dir_sync(log->path, 0);
+    }
+  }
+  if (rc != SQLITE_OK) {
+    if (pzErr && !*pzErr) set_msg(pzErr, "multiwriter log: recovery of %s failed (%d)", log->path, rc);
+    mw_file_close(log->fd);
+    free_log(log);
+    return rc;
+  }
+  if (fresh) log->last_epoch = log->base;
+  log->assigned_end = log->written_end = log->synced_end = log->alloc_end = end;
+  *pBase = log->base;
+  *pLast = log->last_epoch;
+  *out = log;
+  return SQLITE_OK;
+}
+
+/* ---- the commit path ------------------------------------------------------------------ */
+
+uint64_t mw_log_record_size(const mw_log *log, int npages) {
+  return rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
+}
+
+int mw_log_reserve(mw_log *log, uint64_t bytes) {
+  mw_mutex_lock(&log->mu);
+  int rc;
+  for (;;) {
+    rc = log->error;
+    if (rc != SQLITE_OK) break;
+    if (log->switching || log->growing) {
+      mw_cond_wait(&log->cv, &log->mu);
+      continue;
+    }
+    rc = ensure_idx(log, 1);
+    if (rc != SQLITE_OK) break;
+    uint64_t need = log->assigned_end + log->reserved + bytes;
+    if (need <= log->alloc_end) {
+      log->reserved += bytes;
+      log->nres++;
+      break;
+    }
+    /* Grow the file by whole steps so that most syncs have no size change to write;
+    ** when the disk cannot give a whole step, take just what this record needs. */
+    uint64_t need_phys = need - log->shift;
+    uint64_t from = log->alloc_end - log->shift; /* nothing is ever written past it */
+    uint64_t target = round_up(need_phys, log->step);
+    mw_fd fd = log->fd;
+    log->growing = 1;
+    mw_mutex_unlock(&log->mu);
+    rc = grow_file(log, fd, from, target);
+    if (rc == SQLITE_FULL && target > need_phys) {
+      target = need_phys;
+      rc = grow_file(log, fd, from, target);
+    }
+    int sync_rc = SQLITE_OK;
+    if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
+    mw_mutex_lock(&log->mu);
+    log->growing = 0;
+    mw_cond_broadcast(&log->cv);
+    /* A failed sync may have dropped records written but not yet synced: sticky. */
+    if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
+    if (rc == SQLITE_OK) rc = sync_rc;
+    if (rc != SQLITE_OK) break; /* otherwise not sticky: nothing was assigned */
+    /* No compaction switched the file meanwhile (it waits for !growing). */
+    if (target + log->shift > log->alloc_end) log->alloc_end = target + log->shift;
+  }
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
+void mw_log_unreserve(mw_log *log, uint64_t bytes) {
+  mw_mutex_lock(&log->mu);
+  log->reserved = bytes > log->reserved ? 0 : log->reserved - bytes;
+  if (log->nres) log->nres--;
+  mw_cond_broadcast(&log->cv);
+  mw_mutex_unlock(&log->mu);
+}
+
+uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes) {
+  mw_mutex_lock(&log->mu);
+  uint64_t off = log->assigned_end;
+  /* Recovery replays consecutive epochs only: a gap would silently drop every later
+  ** commit at the next open, so it poisons the log instead. */
+  if (epoch != log->last_epoch + 1 || bytes > log->reserved) set_error(log, SQLITE_MISUSE);
+  if (ensure_idx(log, 1) != SQLITE_OK) set_error(log, SQLITE_NOMEM);
+  if (log->nidx < log->capidx) {
+    log->idx[log->nidx].epoch = epoch;
+    log->idx[log->nidx].off = off;
+    log->nidx++;
+  }
+  log->last_epoch = epoch;
+  log->assigned_end += bytes;
+  log->reserved = bytes > log->reserved ? 0 : log->reserved - bytes;
+  if (log->nres) log->nres--;
+  mw_mutex_unlock(&log->mu);
+  return off;
+}
+
+int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages, int npages,
+                  const uint32_t *pgnos, const unsigned char *const *images) {
+  size_t ps = (size_t)log->page_size;
+  size_t len = (size_t)rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
+  mw_staged *s = npages < 0 ? 0 : malloc(sizeof(*s) + len);
+  if (!s) {
+    mw_mutex_lock(&log->mu);
+    /* The offset is taken: without this record nothing after it can be written. */
+    set_error(log, npages < 0 ? SQLITE_MISUSE : SQLITE_NOMEM);
+    int rc = log->error;
+    mw_mutex_unlock(&log->mu);
+    return rc;
+  }
+  s->next = 0;
+  s->off = offset;
+  s->len = len;
+  s->buf = (unsigned char *)(s + 1);
+  unsigned char *h = s->buf;
+  put32(h + MW_REC_OFF_MAGIC, MW_REC_MAGIC);
+  put32(h + MW_REC_NPAGES, (uint32_t)npages);
+  put64(h + MW_REC_EPOCH, epoch);
+  put32(h + MW_REC_DBPAGES, db_pages);
+  put32(h + MW_REC_ZERO, 0);
+  unsigned char *p = h + MW_REC_HDR_SIZE;
+  for (int i = 0; i < npages; i++) {
+    put32(p, pgnos[i]);
+    memcpy(p + 4, images[i], ps);
+    p += 4 + ps;
+  }
+  uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), h + MW_REC_HDR_SIZE,
+                                len - MW_REC_HDR_SIZE);
+  put64(h + MW_REC_CKSUM, ck);
+
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&log->mu);
+    free(s);
+    return rc;
+  }
+  /* Insert in offset order; records usually arrive nearly in order, at the end. */
+  mw_staged **pp = &log->staged;
+  while (*pp && (*pp)->off < offset) pp = &(*pp)->next;
+  s->next = *pp;
+  *pp = s;
+  write_ready(log);
+  rc = log->error;
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
+int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
+  mw_mutex_lock(&log->mu);
+  int rc;
+  for (;;) {
+    rc = log->error;
+    if (rc != SQLITE_OK) break;
+    if (log->sync_mode == 0 ? log->written_end >= end_offset : log->synced_end >= end_offset) break;
+    if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end) {
+      write_ready(log);
+      continue;
+    }
+    if (log->sync_mode != 0 && !log->syncing && !log->switching && log->written_end >= end_offset) {
+      /* Become the syncer: this sync starts after the record was written, and covers
+      ** everything written before it starts. */
+      uint64_t target = log->written_end;
+      mw_fd fd = log->fd;
+      log->syncing = 1;
+      mw_mutex_unlock(&log->mu);
+      rc = mw_file_datasync(fd, log->full_fsync, 0);
+      mw_mutex_lock(&log->mu);
+      log->syncing = 0;
+      if (rc != SQLITE_OK) set_error(log, rc);
+      else if (target > log->synced_end) log->synced_end = target;
+      mw_cond_broadcast(&log->cv);
+      continue;
+    }
+    mw_cond_wait(&log->cv, &log->mu);
+  }
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
+/* ---- compaction ------------------------------------------------------------------------ */
+
+/* Copies the logical range [from, to) of the current log to physical offset dst of fd. */
+static int copy_range(mw_log *log, mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst,
+                      uint64_t from, uint64_t to, unsigned char *buf) {
+  while (from < to) {
+    size_t n = to - from < MW_LOG_COPY_CHUNK ? (size_t)(to - from) : MW_LOG_COPY_CHUNK;
+    int rc = mw_file_pread(src, buf, n, from - shift, 0);
+    if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+    if (rc == SQLITE_OK) rc = mw_file_pwrite(dst_fd, buf, n, dst, 0);
+    if (rc != SQLITE_OK) return rc;
+    from += n;
+    dst += n;
+  }
+  (void)log;
+  return SQLITE_OK;
+}
+
+int mw_log_compacted(mw_log *log, uint64_t base) {
+  mw_mutex_lock(&log->cmp_mu);
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  if (rc != SQLITE_OK || base <= log->base) goto out_locked;
+  if (base > log->last_epoch) { rc = SQLITE_MISUSE; goto out_locked; }
+  /* The first record to keep: the one of epoch base + 1 (or the end). */
+  size_t keep = 0;
+  while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
+  uint64_t cut = keep < log->nidx ? log->idx[keep].off : log->assigned_end;
+  /* Records up to base are visible, hence written; wait for them if they are not. */
+  while (log->error == SQLITE_OK && log->written_end < cut) {
+    if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end) {
+      write_ready(log);
+    } else {
+      mw_cond_wait(&log->cv, &log->mu);
+    }
+  }
+  rc = log->error;
+  if (rc != SQLITE_OK) goto out_locked;
+  mw_fd old_fd = log->fd;
+  uint64_t old_shift = log->shift;
+  uint64_t w1 = log->written_end;
+  uint64_t new_shift = cut - MW_LOG_HDR_SIZE;
+  uint64_t alloc1 = round_up(log->assigned_end + log->reserved - new_shift, log->step);
+  mw_mutex_unlock(&log->mu);
+
+  /* Phase 1, commits going on: the new file with the new base and the records already
+  ** written (bytes that never change once written). */
+  unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
+  if (!buf) { rc = SQLITE_NOMEM; goto out; }
+  mw_fd tfd = MW_FD_INVALID;
+  rc = mw_file_delete(log->tmp_path, 0);
+  if (rc == SQLITE_OK) rc = mw_file_open(log->tmp_path, 1, &tfd, 0);
+  if (rc == SQLITE_OK) rc = mw_file_truncate(tfd, 0, 0);
+  if (rc == SQLITE_OK) {
+    unsigned char h[MW_LOG_HDR_SIZE];
+    build_header(h, log->page_size, base, log->salt);
+    rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
+  }
+  if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
+  /* The room for what is reserved now, zeroed, and synced: phase 2 has little left. */
+  if (rc == SQLITE_OK) rc = grow_file(log, tfd, w1 - new_shift, alloc1);
+  if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
+
+  /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment and
+  ** staging go on (they only need offsets). */
+  mw_mutex_lock(&log->mu);
+  log->switching = 1;
+  while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
+  uint64_t w2 = log->written_end;
+  /* Room for everything assigned or reserved so far; reserve waits while switching, so
+  ** assigned_end + reserved cannot change until the switch is over. */
+  uint64_t alloc_phys = round_up(log->assigned_end + log->reserved - new_shift, log->step);
+  if (alloc_phys < alloc1) alloc_phys = alloc1;
+  if (log->error != SQLITE_OK && rc == SQLITE_OK) rc = log->error;
+  mw_mutex_unlock(&log->mu);
+
+  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
+  if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
+  if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
+  if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
+  int renamed = 0, drc = SQLITE_OK;
+  if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
+  if (rc == SQLITE_OK) {
+    renamed = 1;
+    drc = mw_dir_sync(log->path, 0);
+  }
+  free(buf);
+
+  mw_mutex_lock(&log->mu);
+  if (renamed) {
+    /* The name now points at the new file: every later write must go there. */
+    log->fd = tfd;
+    log->shift = new_shift;
+    log->base = base;
+    log->alloc_end = alloc_phys + new_shift;
+    if (w2 > log->synced_end) log->synced_end = w2;
+    memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
+    log->nidx -= keep;
+    /* Without the directory sync a power loss may bring the old log back without the
+    ** commits written from now on: no commit may be acknowledged any more. */
+    if (drc != SQLITE_OK) set_error(log, drc);
+    rc = drc;
+  }
+  log->switching = 0;
+  mw_cond_broadcast(&log->cv);
+  mw_mutex_unlock(&log->mu);
+  if (renamed) {
+    mw_file_close(old_fd);
+  } else {
+    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
+    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
+  }
+  goto out;
+
+out_locked:
+  mw_mutex_unlock(&log->mu);
+out:
+  mw_mutex_unlock(&log->cmp_mu);
+  return rc;
+}
+
+uint64_t mw_log_size(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t size = log->assigned_end - log->shift;
+  mw_mutex_unlock(&log->mu);
+  return size;
+}
+
+int mw_log_close(mw_log *log, int remove) {
+  if (!log) return SQLITE_OK;
+  mw_mutex_lock(&log->cmp_mu);
+  mw_mutex_lock(&log->mu);
+  /* Write what was submitted (a commit with synchronous=OFF may not have waited). */
+  for (;;) {
+    if (!log->writing && log->staged && log->staged->off == log->written_end && log->error == SQLITE_OK) {
+      write_ready(log);
+      continue;
+    }
+    if (log->writing || log->syncing || log->growing) {
+      mw_cond_wait(&log->cv, &log->mu);
+      continue;
+    }
+    break;
+  }
+  mw_mutex_unlock(&log->mu);
+  int rc = mw_file_close(log->fd);
+  if (remove) {
+    int r2 = mw_file_delete(log->path, 0);
+    if (r2 == SQLITE_OK) r2 = mw_file_delete(log->tmp_path, 0);
+    if (r2 == SQLITE_OK) r2 = mw_dir_sync(log->path, 0);
+    if (rc == SQLITE_OK) rc = r2;
+  }
+  mw_mutex_unlock(&log->cmp_mu);
+  free_log(log);
+  return rc;
+}

@@ -1,0 +1,49 @@
+/*
+** log_format.h: the byte layout of the commit log "<db>-mw" (docs/format.md says the
+** same in words). Shared by log.c and the tests that craft damaged logs.
+**
+** Owns: offsets, magic numbers, the version, the checksum function.
+** Never touches: files, locks, the engine.
+**
+** Every integer is stored in the byte order of the machine that wrote it; the header
+** carries a byte-order mark so that a log moved to a machine of the other order is
+** refused (SQLITE_CANTOPEN) instead of being misread.
+*/
+#ifndef MW_LOG_FORMAT_H
+#define MW_LOG_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The header: MW_LOG_HDR_SIZE bytes at offset 0. */
+#define MW_LOG_HDR_SIZE 64
+#define MW_LOG_MAGIC "SQLMWLOG"            /* bytes 0..7, ASCII, no terminator */
+#define MW_LOG_VERSION 1u                  /* bytes 8..11 */
+#define MW_LOG_BOM 0x01020304u             /* bytes 12..15, byte-order mark */
+#define MW_LOG_FEATURES 0u                 /* bytes 20..23: feature bits this build knows */
+#define MW_LOG_HDR_MAGIC 0
+#define MW_LOG_HDR_VERSION 8
+#define MW_LOG_HDR_BOM 12
+#define MW_LOG_HDR_PAGE_SIZE 16             /* u32 */
+#define MW_LOG_HDR_FEATURES 20              /* u32 */
+#define MW_LOG_HDR_BASE 24                  /* u64 base epoch */
+#define MW_LOG_HDR_SALT 32                  /* u64 */
+/* bytes 40..55 are zero (reserved) */
+#define MW_LOG_HDR_CKSUM 56                 /* u64 = mw_log_checksum(0, bytes 0..55) */
+
+/* A record: MW_REC_HDR_SIZE bytes, then npages * (4 + page_size) bytes of body. */
+#define MW_REC_HDR_SIZE 32
+#define MW_REC_MAGIC 0x4D575243u            /* bytes 0..3, u32 */
+#define MW_REC_OFF_MAGIC 0                  /* u32 MW_REC_MAGIC */
+#define MW_REC_NPAGES 4                     /* u32 */
+#define MW_REC_EPOCH 8                      /* u64 */
+#define MW_REC_DBPAGES 16                   /* u32 database size in pages */
+#define MW_REC_ZERO 20                      /* u32, zero (reserved) */
+#define MW_REC_CKSUM 24                     /* u64, see below */
+/* Record checksum: mw_log_checksum(mw_log_checksum(salt, bytes 0..23), body). */
+
+/* A 64-bit checksum of n bytes, seeded (not cryptographic: it catches torn writes
+** and flipped bits; any change of one aligned 8-byte word always changes it). */
+uint64_t mw_log_checksum(uint64_t seed, const void *data, size_t n);
+
+#endif /* MW_LOG_FORMAT_H */

@@ -1,0 +1,243 @@
+/*
+** store.c: the page store. Committed page versions (page, epoch) -> image, in
+** per-page chains sorted by epoch, behind MW_STRIPES lock stripes (page mod N).
+** Readers copy bytes under the stripe lock; nothing else is global.
+**
+** Owns: chains, images, the per-stripe hash tables, garbage collection.
+** Never touches: files, SQLite, epochs' visibility (the caller passes the epochs).
+*/
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t slot_hash(uint32_t pgno, uint32_t cap) {
+  return ((pgno / MW_STRIPES) * 2654435761u) & (cap - 1);
+}
+
+int mw_store_init(mw_store *s, int page_size) {
+  memset(s, 0, sizeof(*s));
+  s->page_size = page_size;
+  for (int i = 0; i < MW_STRIPES; i++) mw_mutex_init(&s->stripe[i].mu);
+  return SQLITE_OK;
+}
+
+static void chain_free(mw_chain *c) {
+  for (uint32_t i = 0; i < c->n; i++) free(c->v[i].img);
+  free(c->v);
+  free(c);
+}
+
+void mw_store_free(mw_store *s) {
+  for (int i = 0; i < MW_STRIPES; i++) {
+    mw_stripe *st = &s->stripe[i];
+    for (uint32_t j = 0; j < st->cap; j++)
+      if (st->slot[j]) chain_free(st->slot[j]);
+    free(st->slot);
+    st->slot = 0;
+    st->cap = st->count = 0;
+    mw_mutex_destroy(&st->mu);
+  }
+}
+
+void mw_store_lock(mw_store *s, int stripe) { mw_mutex_lock(&s->stripe[stripe].mu); }
+void mw_store_unlock(mw_store *s, int stripe) { mw_mutex_unlock(&s->stripe[stripe].mu); }
+
+mw_chain *mw_store_chain_locked(mw_store *s, uint32_t pgno) {
+  mw_stripe *st = &s->stripe[mw_stripe_of(pgno)];
+  if (st->cap == 0) return 0;
+  for (uint32_t h = slot_hash(pgno, st->cap);; h = (h + 1) & (st->cap - 1)) {
+    mw_chain *c = st->slot[h];
+    if (c == 0) return 0;
+    if (c->pgno == pgno) return c;
+  }
+}
+
+static int stripe_grow(mw_stripe *st) {
+  uint32_t ncap = st->cap ? st->cap * 2 : 64;
+  mw_chain **ns = calloc(ncap, sizeof(*ns));
+  if (ns == 0) return SQLITE_NOMEM;
+  for (uint32_t i = 0; i < st->cap; i++) {
+    mw_chain *c = st->slot[i];
+    if (c == 0) continue;
+    uint32_t h = slot_hash(c->pgno, ncap);
+    while (ns[h]) h = (h + 1) & (ncap - 1);
+    ns[h] = c;
+  }
+  free(st->slot);
+  st->slot = ns;
+  st->cap = ncap;
+  return SQLITE_OK;
+}
+
+/* Removes the chain at slot i with backward-shift deletion (no tombstones). */
+static void stripe_remove_at(mw_stripe *st, uint32_t i) {
+  uint32_t mask = st->cap - 1;
+  st->slot[i] = 0;
+  st->count--;
+  for (uint32_t j = (i + 1) & mask; st->slot[j]; j = (j + 1) & mask) {
+    mw_chain *c = st->slot[j];
+    uint32_t h = slot_hash(c->pgno, st->cap);
+    /* c may move to the hole i when its home h is not in (i, j] cyclically. */
+    int in_range = (i <= j) ? (h > i && h <= j) : (h > i || h <= j);
+    if (!in_range) {
+      st->slot[i] = c;
+      st->slot[j] = 0;
+      i = j;
+    }
+  }
+}
+
+const mw_pver *mw_chain_view(const mw_chain *c, uint64_t snap, const uint64_t *own, int nown) {
+  /* Own epochs are newer than snap; check them from the newest version down. */
+  if (nown > 0) {
+    for (uint32_t i = c->n; i > 0; i--) {
+      const mw_pver *v = &c->v[i - 1];
+      if (v->epoch <= snap) return v;
+      for (int k = 0; k < nown; k++)
+        if (own[k] == v->epoch) return v;
+    }
+    return 0;
+  }
+  /* Binary search: the last version with epoch <= snap. */
+  uint32_t lo = 0, hi = c->n;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (c->v[mid].epoch <= snap) lo = mid + 1; else hi = mid;
+  }
+  return lo ? &c->v[lo - 1] : 0;
+}
+
+/* Frees the versions older than the newest one <= oldest (nobody can read them). */
+static void chain_prune(mw_chain *c, uint64_t oldest) {
+  uint32_t keep_from = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (c->v[i].epoch <= oldest) keep_from = i;
+  if (keep_from == 0) return;
+  for (uint32_t i = 0; i < keep_from; i++) free(c->v[i].img);
+  memmove(c->v, c->v + keep_from, (c->n - keep_from) * sizeof(mw_pver));
+  c->n -= keep_from;
+}
+
+int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
+                            uint64_t oldest) {
+  mw_stripe *st = &s->stripe[mw_stripe_of(pgno)];
+  mw_chain *c = mw_store_chain_locked(s, pgno);
+  if (c == 0) {
+    if ((st->count + 1) * 4 > st->cap * 3 && stripe_grow(st) != SQLITE_OK) {
+      free(img);
+      return SQLITE_NOMEM;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == 0) {
+      free(img);
+      return SQLITE_NOMEM;
+    }
+    c->pgno = pgno;
+    uint32_t h = slot_hash(pgno, st->cap);
+    while (st->slot[h]) h = (h + 1) & (st->cap - 1);
+    st->slot[h] = c;
+    st->count++;
+  }
+  chain_prune(c, oldest);
+  if (c->n == c->cap) {
+    uint32_t ncap = c->cap ? c->cap * 2 : 2;
+    mw_pver *nv = realloc(c->v, ncap * sizeof(*nv));
+    if (nv == 0) {
+      free(img);
+      return SQLITE_NOMEM;
+    }
+    c->v = nv;
+    c->cap = ncap;
+  }
+  c->v[c->n].epoch = epoch;
+  c->v[c->n].img = img;
+  c->n++;
+  return SQLITE_OK;
+}
+
+int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
+                  void *buf, int off, int amt) {
+  int stripe = mw_stripe_of(pgno);
+  int found = 0;
+  mw_store_lock(s, stripe);
+  mw_chain *c = mw_store_chain_locked(s, pgno);
+  if (c) {
+    const mw_pver *v = mw_chain_view(c, snap, own, nown);
+    if (v) {
+      memcpy(buf, v->img + off, (size_t)amt);
+      found = 1;
+    }
+  }
+  mw_store_unlock(s, stripe);
+  return found;
+}
+
+void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visible,
+                 int64_t *pPinned, int64_t *pChains) {
+  int64_t pinned = 0, chains = 0;
+  uint64_t drop_upto = oldest < compacted ? oldest : compacted;
+  for (int i = 0; i < MW_STRIPES; i++) {
+    mw_stripe *st = &s->stripe[i];
+    mw_mutex_lock(&st->mu);
+    uint32_t j = 0;
+    while (j < st->cap) {
+      mw_chain *c = st->slot[j];
+      if (c == 0) { j++; continue; }
+      chain_prune(c, oldest);
+      if (c->n == 1 && c->v[0].epoch <= drop_upto) {
+        /* The file holds this version and every snapshot sees it or newer. */
+        stripe_remove_at(st, j);
+        chain_free(c);
+        continue; /* slot j may hold a shifted chain now */
+      }
+      /* Versions older than the newest one <= visible live only for old snapshots. */
+      for (uint32_t k = 0; k + 1 < c->n; k++)
+        if (c->v[k + 1].epoch <= visible) pinned++;
+      chains++;
+      j++;
+    }
+    mw_mutex_unlock(&st->mu);
+  }
+  if (pPinned) *pPinned = pinned;
+  if (pChains) *pChains = chains;
+}
+
+int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN) {
+  mw_page_out *out = 0;
+  int n = 0, cap = 0;
+  int rc = SQLITE_OK;
+  for (int i = 0; i < MW_STRIPES && rc == SQLITE_OK; i++) {
+    mw_stripe *st = &s->stripe[i];
+    mw_mutex_lock(&st->mu);
+    for (uint32_t j = 0; j < st->cap && rc == SQLITE_OK; j++) {
+      mw_chain *c = st->slot[j];
+      if (c == 0) continue;
+      const mw_pver *v = mw_chain_view(c, upto, 0, 0);
+      if (v == 0 || v->epoch <= since) continue;
+      if (n == cap) {
+        int ncap = cap ? cap * 2 : 64;
+        mw_page_out *no = sqlite3_realloc64(out, (sqlite3_uint64)ncap * sizeof(*no));
+        if (no == 0) { rc = SQLITE_NOMEM; break; }
+        out = no;
+        cap = ncap;
+      }
+      unsigned char *img = sqlite3_malloc(s->page_size);
+      if (img == 0) { rc = SQLITE_NOMEM; break; }
+      memcpy(img, v->img, (size_t)s->page_size);
+      out[n].pgno = c->pgno;
+      out[n].img = img;
+      n++;
+    }
+    mw_mutex_unlock(&st->mu);
+  }
+  if (rc != SQLITE_OK) {
+    for (int k = 0; k < n; k++) sqlite3_free(out[k].img);
+    sqlite3_free(out);
+    out = 0;
+    n = 0;
+  }
+  *pOut = out;
+  *pN = n;
+  return rc;
+}

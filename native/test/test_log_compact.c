@@ -1,0 +1,190 @@
+/* Compaction: mw_log_compacted(base) rewrites the log with only the records after
+** base and the new base in its header; the old log and the new one replay to the same
+** state; a failure before the rename leaves the old log in use (not sticky), a failed
+** directory sync after it is sticky; the switch runs under concurrent committers
+** without losing or reordering a record and without failing a wait. */
+#include "test_log_util.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#define PS 1024
+#define MAXP 3
+#define STEP (128 * 1024)
+
+static char dir[256], db[300], logp[320];
+
+static uint64_t rec_len(uint64_t e) { return MW_REC_HDR_SIZE + (uint64_t)tl_npages(e, MAXP) * (4 + PS); }
+
+static void expect_log(uint64_t want_base, uint64_t want_last) {
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK(!seen.bad && base == want_base && last == want_last);
+  CHECK(seen.count == want_last - want_base);
+  if (seen.count) CHECK(seen.first == want_base + 1);
+  uint64_t size = MW_LOG_HDR_SIZE;
+  for (uint64_t e = want_base + 1; e <= want_last; e++) size += rec_len(e);
+  CHECK(mw_log_size(log) == size && tl_file_size(logp) == size);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+}
+
+static int fail_op;
+static int fault(int op, mw_fd fd) { (void)fd; return op == fail_op ? EIO : 0; }
+
+/* Concurrent part: committers plus a compactor that compacts up to the highest epoch
+** below which every commit is acknowledged (what the engine's compactor may do). */
+#define THREADS 4
+#define PER_THREAD 80
+static mw_mutex pub;
+static uint64_t next_epoch;
+static unsigned char acked[THREADS * PER_THREAD + 8];
+static int done_threads, failures, compactions;
+
+typedef struct { mw_log *log; } arg_t;
+
+static void *committer(void *p) {
+  mw_log *log = ((arg_t *)p)->log;
+  for (int i = 0; i < PER_THREAD; i++) {
+    tl_rec r;
+    uint64_t max = mw_log_record_size(log, MAXP);
+    if (mw_log_reserve(log, max) != SQLITE_OK) { __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST); continue; }
+    mw_mutex_lock(&pub);
+    uint64_t e = next_epoch++;
+    tl_build(&r, PS, e, MAXP);
+    uint64_t bytes = mw_log_record_size(log, r.n);
+    mw_log_unreserve(log, max - bytes);
+    uint64_t off = mw_log_assign(log, e, bytes);
+    mw_mutex_unlock(&pub);
+    int rc = mw_log_submit(log, off, e, tl_dbpages(e), r.n, r.pgnos, (const unsigned char *const *)r.img);
+    tl_free(&r);
+    if (rc == SQLITE_OK) rc = mw_log_wait_durable(log, off + bytes);
+    if (rc != SQLITE_OK) __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+    else __atomic_store_n(&acked[e], 1, __ATOMIC_SEQ_CST);
+  }
+  __atomic_add_fetch(&done_threads, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
+static void *compactor(void *p) {
+  mw_log *log = ((arg_t *)p)->log;
+  uint64_t base = 1;
+  while (__atomic_load_n(&done_threads, __ATOMIC_SEQ_CST) < THREADS) {
+    uint64_t t = base;
+    while (t + 1 < sizeof(acked) && __atomic_load_n(&acked[t + 1], __ATOMIC_SEQ_CST)) t++;
+    if (t > base) {
+      if (mw_log_compacted(log, t) != SQLITE_OK) __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+      else __atomic_add_fetch(&compactions, 1, __ATOMIC_SEQ_CST);
+      base = t;
+    }
+    mw_sleep_us(2000);
+  }
+  return 0;
+}
+
+int main(void) {
+  tl_mkdir(dir, sizeof(dir), "mwlog-compact");
+  snprintf(db, sizeof(db), "%s/c.db", dir);
+  snprintf(logp, sizeof(logp), "%s-mw", db);
+  char tmpp[340];
+  snprintf(tmpp, sizeof(tmpp), "%s.tmp", logp);
+
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0, epoch = 2;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  for (int i = 0; i < 40; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(1, 41);
+  size_t old_n;
+  unsigned char *old = tl_read_file(logp, &old_n);
+
+  /* Misuse and no-ops. */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(mw_log_compacted(log, 42), SQLITE_MISUSE);
+  CHECK_RC(mw_log_compacted(log, 1), SQLITE_OK);
+
+  /* A failure before the rename (copy, sync of the new file, the rename itself): the
+  ** old log stays, nothing is sticky, the temporary file is gone. */
+  int before_rename[] = { MW_OP_WRITE, MW_OP_SYNC, MW_OP_RENAME, MW_OP_PREALLOC };
+  for (size_t i = 0; i < sizeof(before_rename) / sizeof(before_rename[0]); i++) {
+    fail_op = before_rename[i];
+    mw_fault_hook = fault;
+    CHECK(mw_log_compacted(log, 20) != SQLITE_OK);
+    mw_fault_hook = 0;
+    CHECK(!mw_file_exists(tmpp));
+    CHECK(mw_log_size(log) == old_n);
+    size_t n2;
+    unsigned char *now = tl_read_file(logp, &n2);
+    CHECK(n2 >= old_n && memcmp(now, old, old_n) == 0);
+    free(now);
+  }
+  /* Compact to 20 in an open log and keep committing into the new file. */
+  CHECK_RC(mw_log_compacted(log, 20), SQLITE_OK);
+  uint64_t size20 = MW_LOG_HDR_SIZE;
+  for (uint64_t e = 21; e <= 41; e++) size20 += rec_len(e);
+  CHECK(mw_log_size(log) == size20);
+  CHECK(!mw_file_exists(tmpp));
+  for (int i = 0; i < 10; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(20, 51);
+
+  /* Crash before the rename: the old log (base 1) with a leftover temporary file.
+  ** It replays everything again (idempotent over a database that holds <= 20), and
+  ** the leftover is removed at open. */
+  size_t new_n;
+  unsigned char *newer = tl_read_file(logp, &new_n);
+  tl_write_file(logp, old, old_n);
+  tl_write_file(tmpp, newer, new_n / 2);
+  expect_log(1, 41);
+  CHECK(!mw_file_exists(tmpp));
+  tl_write_file(logp, newer, new_n);
+  free(newer);
+
+  /* A failed directory sync after the rename is sticky (the rename may not last). */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK(base == 20 && last == 51);
+  fail_op = MW_OP_DIRSYNC;
+  mw_fault_hook = fault;
+  CHECK_RC(mw_log_compacted(log, 30), SQLITE_IOERR_DIR_FSYNC);
+  mw_fault_hook = 0;
+  CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_IOERR_DIR_FSYNC);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(30, 51);
+
+  /* Compact everything: only the header is left. */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(mw_log_compacted(log, 51), SQLITE_OK);
+  CHECK(mw_log_size(log) == MW_LOG_HDR_SIZE);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(51, 51);
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
+  CHECK(!mw_file_exists(logp));
+  free(old);
+
+  /* Switches under concurrent committers. */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  mw_mutex_init(&pub);
+  next_epoch = 2;
+  arg_t a = { log };
+  pthread_t th[THREADS], ct;
+  for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&th[i], 0, committer, &a) == 0);
+  CHECK(pthread_create(&ct, 0, compactor, &a) == 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(th[i], 0);
+  pthread_join(ct, 0);
+  CHECK(failures == 0);
+  uint64_t final_last = next_epoch - 1;
+  CHECK(final_last == 1 + THREADS * PER_THREAD);
+  CHECK_RC(mw_log_compacted(log, final_last - 7), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  printf("%d compactions under %d committers\n", compactions, THREADS);
+  CHECK(compactions >= 3);
+  expect_log(final_last - 7, final_last);
+  mw_mutex_destroy(&pub);
+
+  tl_rmdir(dir);
+  printf("test_log_compact: ok\n");
+  return 0;
+}

@@ -1,0 +1,155 @@
+/* The log on a full disk and after I/O errors: SQLITE_FULL from reserve with nothing
+** assigned and commits working again once space is back (injected ENOSPC, and a real
+** 1 MiB tmpfs when this process may mount one); a failed data sync or write is sticky:
+** every later commit fails until the log is reopened, and recovery keeps what was
+** acknowledged. */
+#include "test_log_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+
+#define PS 4096
+#define MAXP 1
+#define STEP (64 * 1024)
+
+static char dir[256], db[300], mnt[256];
+static int mounted;
+
+static int fail_op, fail_errno, fail_count; /* the hook fails fail_count calls of fail_op */
+static int fault(int op, mw_fd fd) {
+  (void)fd;
+  if (op == fail_op && fail_count != 0) {
+    if (fail_count > 0) fail_count--;
+    return fail_errno;
+  }
+  return 0;
+}
+static void arm(int op, int err, int count) { fail_op = op; fail_errno = err; fail_count = count; mw_fault_hook = fault; }
+static void disarm(void) { mw_fault_hook = 0; fail_count = 0; }
+
+static void cleanup_mount(void) {
+  if (mounted) { umount(mnt); mounted = 0; }
+  if (mnt[0]) rmdir(mnt);
+}
+
+static void reopen_expect(const char *dbp, uint64_t want_last) {
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0;
+  CHECK_RC(tl_open(dbp, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK(!seen.bad && last == want_last && seen.count == want_last - 1);
+  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
+}
+
+/* Commits until reserve fails; returns that result (the epoch is not consumed). */
+static int commit_until_full(mw_log *log, uint64_t *pEpoch, int limit) {
+  for (int i = 0; i < limit; i++) {
+    int rc = tl_commit(log, PS, pEpoch, MAXP, 0, 0);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static void injected_enospc(void) {
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0, epoch = 2;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(commit_until_full(log, &epoch, 5), SQLITE_OK);
+  /* The disk is full from now on: the commit that needs more room fails in reserve. */
+  arm(MW_OP_PREALLOC, ENOSPC, -1);
+  uint64_t before = mw_log_size(log);
+  int rc = commit_until_full(log, &epoch, 100);
+  CHECK_RC(rc, SQLITE_FULL);
+  uint64_t at_full = mw_log_size(log);
+  CHECK(at_full > before); /* the preallocated room was used first */
+  uint64_t e_full = epoch;
+  CHECK_RC(mw_log_reserve(log, mw_log_record_size(log, 1)), SQLITE_FULL);
+  CHECK(mw_log_size(log) == at_full && epoch == e_full); /* nothing assigned */
+  /* Space is back: commits work again without reopening. */
+  disarm();
+  CHECK_RC(commit_until_full(log, &epoch, 40), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  reopen_expect(db, epoch - 1);
+  printf("injected ENOSPC: SQLITE_FULL after %llu commits, then 40 more\n", (unsigned long long)(e_full - 2));
+}
+
+static void real_tmpfs(void) {
+  snprintf(mnt, sizeof(mnt), "/tmp/mwlog-tmpfs.XXXXXX");
+  CHECK(mkdtemp(mnt) != 0);
+  if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+    printf("tmpfs full-disk test skipped: mount not permitted (%s)\n", strerror(errno));
+    rmdir(mnt);
+    mnt[0] = 0;
+    return;
+  }
+  mounted = 1;
+  atexit(cleanup_mount);
+  char fdb[300], filler[300];
+  snprintf(fdb, sizeof(fdb), "%s/f.db", mnt);
+  snprintf(filler, sizeof(filler), "%s/filler", mnt);
+  /* Take half of the disk with another file, to give it back later. */
+  int fd = open(filler, O_CREAT | O_WRONLY, 0644);
+  CHECK(fd >= 0);
+  static unsigned char junk[64 * 1024];
+  memset(junk, 0x5a, sizeof(junk));
+  for (int i = 0; i < 8; i++) CHECK(write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+  CHECK(close(fd) == 0);
+
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0, epoch = 2;
+  CHECK_RC(tl_open(fdb, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  int rc = commit_until_full(log, &epoch, 1000);
+  CHECK_RC(rc, SQLITE_FULL);
+  uint64_t n_full = epoch - 2;
+  CHECK(n_full > 50 && n_full < 200);
+  uint64_t at_full = mw_log_size(log);
+  CHECK_RC(mw_log_reserve(log, mw_log_record_size(log, 1)), SQLITE_FULL);
+  CHECK(mw_log_size(log) == at_full);
+  CHECK(unlink(filler) == 0);
+  CHECK_RC(commit_until_full(log, &epoch, 60), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  reopen_expect(fdb, epoch - 1);
+  printf("tmpfs of 1 MiB: SQLITE_FULL after %llu commits, 60 more once space was back\n",
+         (unsigned long long)n_full);
+  cleanup_mount();
+}
+
+/* A failed data sync (or write) poisons the log: that wait and every later call fail,
+** even once the disk is healthy again; recovery keeps the acknowledged commits. */
+static void sticky(int op, int err, int want) {
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0, epoch = 2;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(commit_until_full(log, &epoch, 10), SQLITE_OK);
+  uint64_t acked = epoch - 1;
+  arm(op, err, 1);
+  CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), want);
+  disarm();
+  CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), want);          /* reserve fails */
+  CHECK_RC(mw_log_reserve(log, mw_log_record_size(log, 1)), want);
+  CHECK_RC(mw_log_wait_durable(log, MW_LOG_HDR_SIZE + 1), want);    /* even an old offset */
+  CHECK_RC(mw_log_compacted(log, 3), want);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  /* The failed commit may or may not have reached the file; the acknowledged ones did. */
+  tl_seen s2;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &s2, &log, &base, &last), SQLITE_OK);
+  CHECK(!s2.bad && last >= acked && last <= acked + 1);
+  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
+}
+
+int main(void) {
+  tl_mkdir(dir, sizeof(dir), "mwlog-faults");
+  snprintf(db, sizeof(db), "%s/f.db", dir);
+  injected_enospc();
+  real_tmpfs();
+  sticky(MW_OP_DATASYNC, EIO, SQLITE_IOERR_FSYNC);
+  sticky(MW_OP_WRITE, EIO, SQLITE_IOERR_WRITE);
+  sticky(MW_OP_WRITE, ENOSPC, SQLITE_FULL); /* a write that fails for room is sticky too */
+  tl_rmdir(dir);
+  printf("test_log_faults: ok\n");
+  return 0;
+}
