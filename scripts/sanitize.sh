@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# sanitize.sh: builds every C test of native/test with clang against native/sqlite/sqlite3.c
+# and native/src/*.c (the non-extension build), once with AddressSanitizer + UndefinedBehavior-
+# Sanitizer and once with ThreadSanitizer, and runs them. Any sanitizer report, any failing
+# test, fails the script.
+#
+# Usage: scripts/sanitize.sh [asan|tsan ...]   (default: both)
+# Env:   CC (default clang), MW_SAN_JOBS (parallel compiles, default nproc),
+#        MW_SAN_TIMEOUT (seconds per test, default 600), MW_SAN_ONLY (regex of test names).
+# The tests see MW_TEST_SCALE (1 under ASan, 0.25 under TSan unless set) to shrink their loops.
+# Build outputs go to zig-out/sanitize/<kind>/; sqlite3.o is rebuilt only when sqlite3.c,
+# build.zig (the flags) or the compiler command change.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+CC="${CC:-clang}"
+jobs="${MW_SAN_JOBS:-$(nproc)}"
+per_test_timeout="${MW_SAN_TIMEOUT:-600}"
+only="${MW_SAN_ONLY:-}"
+kinds=("$@")
+[ ${#kinds[@]} -eq 0 ] && kinds=(asan tsan)
+
+if ! command -v "$CC" >/dev/null; then
+  echo "sanitize.sh: $CC not found (Debian: apt-get install clang libclang-rt-dev)" >&2
+  exit 1
+fi
+
+# The -D flags of build.zig (sqlite_flags, posix_flags, engine_flags), read from the file so
+# that there is one list only.
+zig_list() {
+  awk -v name="$1" '
+    $0 ~ "^const " name " = " { on = 1; next }
+    on && /^};/ { exit }
+    on { if (match($0, /"[^"]*"/)) print substr($0, RSTART + 1, RLENGTH - 2) }
+  ' build.zig
+}
+mapfile -t sqlite_flags < <(zig_list sqlite_flags)
+mapfile -t posix_flags < <(zig_list posix_flags)
+mapfile -t engine_flags < <(zig_list engine_flags)
+if [ ${#sqlite_flags[@]} -lt 5 ] || [ ${#posix_flags[@]} -lt 1 ] || [ ${#engine_flags[@]} -lt 3 ]; then
+  echo "sanitize.sh: cannot read the flag lists from build.zig" >&2
+  exit 1
+fi
+includes=(-Inative/include -Inative/src -Inative/sqlite -Inative/test)
+
+# A report of any sanitizer in a test's output.
+report_re='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|FATAL: ThreadSanitizer|UndefinedBehaviorSanitizer'
+
+failures=()
+summary=()
+
+build_and_run() {
+  local kind="$1" san scale
+  case "$kind" in
+    asan) san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+          scale="${MW_TEST_SCALE:-1}" ;;
+    tsan) san=(-fsanitize=thread)
+          scale="${MW_TEST_SCALE:-0.25}" ;;
+    *) echo "sanitize.sh: unknown kind $kind (asan|tsan)" >&2; exit 2 ;;
+  esac
+  local out="zig-out/sanitize/$kind"
+  mkdir -p "$out/obj" "$out/bin" "$out/log"
+  local t0=$SECONDS
+
+  # SQLite: once per sanitizer, kept.
+  local sq_cmd=("$CC" -O1 -g "${san[@]}" "${sqlite_flags[@]}" "${posix_flags[@]}" -Inative/sqlite
+                -c native/sqlite/sqlite3.c -o "$out/sqlite3.o")
+  local stamp="${sq_cmd[*]} $(cksum < native/sqlite/sqlite3.c)"
+  if [ ! -f "$out/sqlite3.o" ] || [ "$(cat "$out/sqlite3.stamp" 2>/dev/null)" != "$stamp" ]; then
+    echo "[$kind] compiling sqlite3.c (-O1, takes a while)"
+    rm -f "$out/sqlite3.o" "$out/sqlite3.stamp"
+    "${sq_cmd[@]}"
+    printf '%s' "$stamp" > "$out/sqlite3.stamp"
+  fi
+
+  # Engine and tests: always rebuilt (small), in parallel.
+  rm -f "$out"/obj/*.o "$out"/bin/*
+  local cflags=(-O1 -g "${san[@]}" "${engine_flags[@]}" "${includes[@]}")
+  local srcs=(native/src/*.c)
+  local tests=()
+  for t in native/test/*.c; do
+    local n; n="$(basename "$t" .c)"
+    if [ -n "$only" ] && ! [[ "$n" =~ $only ]]; then continue; fi
+    tests+=("$t")
+  done
+  echo "[$kind] compiling ${#srcs[@]} engine sources and ${#tests[@]} tests"
+  export CC out
+  export CFLAGS_STR="${cflags[*]}"
+  printf '%s\n' "${srcs[@]}" | xargs -P "$jobs" -I{} sh -c \
+    'f="{}"; $CC $CFLAGS_STR -c "$f" -o "$out/obj/$(basename "$f" .c).o"'
+  local libs=(-lpthread -lm -ldl)
+  printf '%s\n' "${tests[@]}" | xargs -P "$jobs" -I{} sh -c \
+    'f="{}"; n="$(basename "$f" .c)"; $CC $CFLAGS_STR "$f" "$out"/obj/*.o "$out/sqlite3.o" -o "$out/bin/$n" '"${libs[*]}"
+  echo "[$kind] built in $((SECONDS - t0)) s"
+
+  # Run: each test from the repository root (as zig build test does), one at a time.
+  local opts_asan="detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
+  local opts_ubsan="print_stacktrace=1:halt_on_error=1"
+  local opts_tsan="halt_on_error=0:second_deadlock_stack=1:history_size=4"
+  for t in "${tests[@]}"; do
+    local n; n="$(basename "$t" .c)"
+    local log="$out/log/$n.log"
+    local t1=$SECONDS rc=0
+    ASAN_OPTIONS="$opts_asan" UBSAN_OPTIONS="$opts_ubsan" TSAN_OPTIONS="$opts_tsan" \
+      MW_TEST_SCALE="$scale" MW_SANITIZER="$kind" \
+      timeout -k 10 "$per_test_timeout" "$out/bin/$n" > "$log" 2>&1 || rc=$?
+    local secs=$((SECONDS - t1))
+    if grep -Eq "$report_re" "$log"; then
+      echo "[$kind] REPORT  $n (${secs} s, exit $rc): sanitizer report, see $log"
+      grep -E -m 5 -A 30 "$report_re" "$log" | head -120
+      failures+=("$kind/$n (report)")
+    elif [ "$rc" -ne 0 ]; then
+      echo "[$kind] FAIL    $n (${secs} s, exit $rc), see $log"
+      tail -n 30 "$log"
+      failures+=("$kind/$n (exit $rc)")
+    else
+      local skip=""
+      grep -q '^SKIP' "$log" && skip=" ($(grep -m1 '^SKIP' "$log"))"
+      echo "[$kind] ok      $n (${secs} s)$skip"
+    fi
+  done
+  summary+=("$kind: $((SECONDS - t0)) s")
+}
+
+for k in "${kinds[@]}"; do build_and_run "$k"; done
+
+echo "sanitize.sh: ${summary[*]}"
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "sanitize.sh: ${#failures[@]} failed: ${failures[*]}"
+  exit 1
+fi
+echo "sanitize.sh: all clean"
