@@ -12,6 +12,9 @@
 **     the point is reached the process aborts): after the log submit, before
 **     visibility, in the middle of a compaction, after the compacted database file was
 **     synced but before the log learned it.
+** Every other round is a power loss for the log (crash_powerloss.h): what the engine
+** wrote to the log but did not sync yet is lost with the process, as on a machine that
+** loses power; the other rounds are plain kills (the page cache keeps every write).
 ** After each round a verifier (forked) reopens the database through the engine and
 ** checks: integrity_check is ok; every transaction ever acknowledged is present; the
 ** rows of earlier rounds are unchanged in number; at most one unacknowledged
@@ -28,6 +31,7 @@
 ** the SIGKILL rounds run.
 */
 #include "test_engine_util.h"
+#include "crash_powerloss.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -171,7 +175,8 @@ static void *writer(void *p) {
 
 /* Never returns: runs the writers until the parent kills the process (or a crash
 ** point aborts it). */
-static void writer_child(int round, int fd, uint64_t seed, const char *armed) {
+static void writer_child(int round, int fd, uint64_t seed, const char *armed, int powerloss) {
+  pl_active = powerloss;
   struct rlimit no_core = { 0, 0 };
   setrlimit(RLIMIT_CORE, &no_core); /* aborts at crash points must not write cores */
   if (armed) setenv("MW_CRASH_AT", armed, 1);
@@ -329,7 +334,8 @@ typedef struct round_result {
 } round_result;
 
 /* One writer round: kill after kill_ms, or wait up to kill_ms for the armed point. */
-static round_result run_round(int round, uint64_t seed, const char *armed, int kill_ms) {
+static round_result run_round(int round, uint64_t seed, const char *armed, int kill_ms,
+                              int powerloss) {
   int fds[2];
   CHECK(pipe(fds) == 0);
   int before = nacked;
@@ -337,7 +343,7 @@ static round_result run_round(int round, uint64_t seed, const char *armed, int k
   CHECK(pid >= 0);
   if (pid == 0) {
     close(fds[0]);
-    writer_child(round, fds[1], seed, armed);
+    writer_child(round, fds[1], seed, armed, powerloss);
   }
   close(fds[1]);
   CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
@@ -424,7 +430,9 @@ int main(void) {
       arm = armed;
       kill_ms = 6000; /* the point should be reached long before: SIGKILL otherwise */
     }
-    round_result rr = run_round(r, seed + (uint64_t)r, arm, kill_ms);
+    /* Every other round, the log loses what was not synced when the child dies. */
+    int powerloss = r % 2 == 1;
+    round_result rr = run_round(r, seed + (uint64_t)r, arm, kill_ms, powerloss);
     int hit = arm && rr.signal == SIGABRT;
     if (arm && hit) reached[kinds[r - 1]]++;
     if (arm && !hit) missed++;
@@ -433,8 +441,8 @@ int main(void) {
     int64_t now = verify(r, first, rows, clean);
     int extra = (int)(now - rows - rr.acks);
     in_flight_found += extra;
-    printf("test_crash: round %2d %-32s %-7s %4d acknowledged, %d in flight recovered, %lld rows, %s close\n",
-           r, arm ? arm : "SIGKILL", hit ? "aborted" : (arm ? "KILLED" : "killed"), rr.acks, extra,
+    printf("test_crash: round %2d %-28s %-10s %-7s %4d acknowledged, %d in flight recovered, %lld rows, %s close\n",
+           r, arm ? arm : "SIGKILL", powerloss ? "power-loss" : "kill", hit ? "aborted" : (arm ? "KILLED" : "killed"), rr.acks, extra,
            (long long)now, clean ? "clean" : "no");
     fflush(stdout);
     rows = now;
