@@ -181,6 +181,14 @@ static void writer_child(int round, int fd, uint64_t seed, const char *armed, in
   setrlimit(RLIMIT_CORE, &no_core); /* aborts at crash points must not write cores */
   if (armed) setenv("MW_CRASH_AT", armed, 1);
   else unsetenv("MW_CRASH_AT");
+  /* SQLite's unixOpen re-seeds its PRNG when it sees a new process id, through a
+  ** global it reads and writes without a lock (randomnessPid): after fork the first
+  ** opens of the threads would race on it (TSan says so). One open here does it first. */
+  char scratch[340];
+  snprintf(scratch, sizeof scratch, "%s.pid", db_path);
+  sqlite3 *first = 0;
+  if (sqlite3_open_v2(scratch, &first, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix") != SQLITE_OK) _exit(7);
+  sqlite3_close(first);
   pthread_t th[NTHREADS];
   writer_arg args[NTHREADS];
   for (int i = 0; i < NTHREADS; i++) {
