@@ -18,6 +18,12 @@ static const char *dir = "/tmp";
 static double seconds = 2.0;
 static int npages = 1;
 static int quiet;
+static uint64_t nsyncs;
+static int count_syncs(int op, mw_fd fd) {
+  (void)fd;
+  if (op == MW_OP_DATASYNC) __atomic_add_fetch(&nsyncs, 1, __ATOMIC_RELAXED);
+  return 0;
+}
 
 static double report(const char *name, int threads, uint64_t commits, uint64_t ns) {
   double s = (double)ns / 1e9;
@@ -102,7 +108,20 @@ static void *committer(void *arg) {
   return 0;
 }
 
-static double logbench(int threads) {
+static int grow_stop;
+static void *grower(void *arg) {
+  while (!__atomic_load_n(&grow_stop, __ATOMIC_SEQ_CST)) {
+    mw_log_grow_ahead((mw_log *)arg);
+    mw_sleep_us(2000);
+  }
+  return 0;
+}
+
+/* threads committers; with_grower: a background thread calls mw_log_grow_ahead. */
+static double logbench2(int threads, int with_grower);
+static double logbench(int threads) { return logbench2(threads, 0); }
+
+static double logbench2(int threads, int with_grower) {
   char db[512];
   snprintf(db, sizeof(db), "%s/bench_log.%d.db", dir, (int)getpid());
   mw_log_options o = { PS, 1, 0, 0 };
@@ -116,13 +135,24 @@ static double logbench(int threads) {
   }
   mw_mutex_init(&s.pub);
   s.next_epoch = last + 1;
+  nsyncs = 0;
+  mw_fault_hook = count_syncs;
   uint64_t t0 = mw_now_ns();
   s.stop_at = t0 + (uint64_t)(seconds * 1e9);
-  pthread_t th[64];
+  pthread_t th[64], g;
+  grow_stop = 0;
+  if (with_grower) pthread_create(&g, 0, grower, s.log);
   for (int i = 0; i < threads; i++) pthread_create(&th[i], 0, committer, &s);
   for (int i = 0; i < threads; i++) pthread_join(th[i], 0);
   uint64_t t = mw_now_ns();
+  if (with_grower) {
+    __atomic_store_n(&grow_stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(g, 0);
+  }
+  mw_fault_hook = 0;
   double r = report("mw_log (reserve/assign/submit/wait)", threads, s.commits, t - t0);
+  if (!quiet) printf("    %llu data syncs, %.1f commits per sync\n", (unsigned long long)nsyncs,
+                     (double)s.commits / (double)(nsyncs ? nsyncs : 1));
   mw_log_close(s.log, 1);
   mw_mutex_destroy(&s.pub);
   return r;
@@ -138,18 +168,25 @@ int main(int argc, char **argv) {
   if (argc > 2) seconds = atof(argv[2]);
   if (argc > 3) npages = atoi(argv[3]);
   if (npages < 1 || npages > 64) npages = 1;
+  if (getenv("BENCH_LOG_THREADS")) { /* one case only: BENCH_LOG_THREADS=n, or 0 for raw */
+    int n = atoi(getenv("BENCH_LOG_THREADS"));
+    if (n == 0) { raw(0); raw(1); raw(2); } else logbench(n);
+    return 0;
+  }
   printf("dir=%s seconds=%.1f pages/commit=%d page=%d\n", dir, seconds, npages, PS);
   /* Interleaved rounds: the disk is shared and noisy; compare medians. */
-  enum { ROUNDS = 15, CASES = 4 };
+  enum { ROUNDS = 15, CASES = 5 };
   double r[CASES][ROUNDS];
   static const char *names[CASES] = { "pwrite+fdatasync growing", "pwrite+fdatasync reused",
-                                      "pwrite+fdatasync fallocated", "mw_log 1 thread" };
+                                      "pwrite+fdatasync fallocated", "mw_log 1 thread",
+                                      "mw_log 1 thread + grow_ahead" };
   quiet = 1;
   for (int k = 0; k < ROUNDS; k++) {
     r[0][k] = raw(0);
     r[3][k] = logbench(1);
     r[1][k] = raw(1);
     r[2][k] = raw(2);
+    r[4][k] = logbench2(1, 1);
   }
   for (int c = 0; c < CASES; c++) {
     printf("%-30s", names[c]);

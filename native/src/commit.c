@@ -16,6 +16,7 @@
 #include "engine.h"
 
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #define WAL_HDR 32
@@ -74,6 +75,85 @@ static int page1_check(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t 
   *pSize = mw_get32(newest + 28);
   *pMeta = memcmp(view + 44, newest + 44, 48) != 0;
   return SQLITE_OK;
+}
+
+/* ---- the interior-table routing exception (engine.md section 5, step 4) ---- */
+
+typedef struct route { uint32_t child; int64_t lo, hi; } route; /* keys in (lo, hi] */
+
+static int get_varint(const unsigned char *p, const unsigned char *end, int64_t *out) {
+  uint64_t v = 0;
+  for (int i = 0; i < 9; i++) {
+    if (p + i >= end) return 0;
+    if (i == 8) {
+      v = (v << 8) | p[i];
+      *out = (int64_t)v;
+      return 1;
+    }
+    v = (v << 7) | (p[i] & 0x7f);
+    if (!(p[i] & 0x80)) {
+      *out = (int64_t)v;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Parses an interior table b-tree page (type 5) into its children and their key
+** ranges. Returns the number of children, or -1 when the page is not one or is
+** malformed (then no exception applies). */
+static int parse_routes(const unsigned char *p, int pgsz, route **out) {
+  if (p[0] != 0x05) return -1;
+  int ncell = (p[3] << 8) | p[4];
+  if (12 + 2 * ncell > pgsz) return -1;
+  route *r = malloc((size_t)(ncell + 1) * sizeof(route));
+  if (r == 0) return -1;
+  int64_t lo = INT64_MIN;
+  for (int i = 0; i < ncell; i++) {
+    int off = (p[12 + 2 * i] << 8) | p[13 + 2 * i];
+    int64_t key = 0;
+    if (off < 12 || off + 5 > pgsz || !get_varint(p + off + 4, p + pgsz, &key) || key < lo) {
+      free(r);
+      return -1;
+    }
+    r[i].child = mw_get32(p + off);
+    r[i].lo = lo;
+    r[i].hi = key;
+    lo = key;
+  }
+  r[ncell].child = mw_get32(p + 8);
+  r[ncell].lo = lo;
+  r[ncell].hi = INT64_MAX;
+  *out = r;
+  return ncell + 1;
+}
+
+/* 1 when the newest version of an interior table page still sends every key range
+** this transaction went down (its children in the read set) to the same child with
+** the same bounds: the transaction's searches would go the same way today. Never
+** for index pages: their interior cells are rows. Caller holds the stripe. */
+static int same_routes(mw_lane *l, const mw_chain *c, uint32_t pgno) {
+  int pgsz = l->db->page_size;
+  const mw_pver *vv = mw_chain_view(c, l->snap, l->own, l->nown);
+  const unsigned char *old = vv ? vv->img : 0;
+  if (old == 0) {
+    if (mw_db_read_file(l->db, pgno, l->pgbuf, 0, pgsz) != SQLITE_OK) return 0;
+    old = l->pgbuf;
+  }
+  route *ro = 0, *rn = 0;
+  int no = parse_routes(old, pgsz, &ro);
+  int nn = no < 0 ? -1 : parse_routes(c->v[c->n - 1].img, pgsz, &rn);
+  int same = no > 0 && nn > 0;
+  for (int i = 0; same && i < no; i++) {
+    if (!mw_lane_read_set_has(l, ro[i].child)) continue;
+    int found = 0;
+    for (int j = 0; j < nn && !found; j++)
+      if (rn[j].child == ro[i].child) found = rn[j].lo == ro[i].lo && rn[j].hi == ro[i].hi;
+    same = found;
+  }
+  free(ro);
+  free(rn);
+  return same;
 }
 
 static int interior_type(unsigned char t) { return t == 0x02 || t == 0x05; }
@@ -183,7 +263,8 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
       mw_chain *c = mw_store_chain_locked(s, rp[i]);
       if (c && c->n) {
         uint64_t e = c->v[c->n - 1].epoch;
-        if (e > l->snap && !is_own(l, e) && (full || routes(l, c, rp[i])))
+        if (e > l->snap && !is_own(l, e) && (full || routes(l, c, rp[i])) &&
+            !same_routes(l, c, rp[i]))
           conflict = MW_STAT_CONFLICT_READ;
       }
     }
@@ -237,10 +318,13 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
 
   /* 7. Durable. */
 #if MW_USE_LOG
-  if (rc == SQLITE_OK) {
-    if (rc == SQLITE_OK)
-      rc = mw_log_submit(db->log, offset, epoch, db_pages, nw, wp,
-                         (const unsigned char *const *)img);
+  if (rc != SQLITE_OK) {
+    /* Assigned but not submittable: poison the log, or the commits behind this
+    ** offset would wait forever. */
+    mw_log_fail(db->log, rc);
+  } else {
+    rc = mw_log_submit(db->log, offset, epoch, db_pages, nw, wp,
+                       (const unsigned char *const *)img);
     mw_crash_point("commit_after_submit");
     if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, offset + rec_bytes);
   }

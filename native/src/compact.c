@@ -116,6 +116,11 @@ static void *compactor_main(void *arg) {
       (void)rc;
     } else {
       gc(db);
+#if MW_USE_LOG
+      /* Grow the log here rather than on a committer's thread (SQLITE_FULL is
+      ** not sticky: the commit that needs the room reports it). */
+      (void)mw_log_grow_ahead(db->log);
+#endif
     }
     mw_mutex_lock(&db->mu);
   }

@@ -23,7 +23,9 @@
 #  include "log.h"
 #endif
 
-#define MW_STRIPES 64          /* lock stripes of the page store (page mod N) */
+#ifndef MW_STRIPES
+#  define MW_STRIPES 64        /* lock stripes of the page store (page mod N), at most 64 */
+#endif
 #define MW_RING 4096           /* epochs assigned but not yet visible, at most */
 
 /* ---------------------------------------------------------------- options */

@@ -20,6 +20,12 @@
 ** writes and syncs its own record on its own thread (one write, one sync, no hand-off);
 ** under load one thread syncs group n while another writes group n+1.
 **
+** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on, then
+** stops writes, syncs and growth (not assignment, staging or reservations that fit:
+** they only need logical offsets), waits for those in flight, copies the rest, syncs,
+** renames, syncs the directory and switches the descriptor. Committers only wait if
+** they need to write or sync during that short switch.
+**
 ** Errors. SQLITE_FULL (or any error) while preallocating in mw_log_reserve is returned
 ** to that caller only: nothing was assigned, and the next reserve tries again. A failed
 ** write or sync, a failed submit (no memory), an epoch out of order, or a compaction
@@ -206,11 +212,14 @@ static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target
 
 /* ---- group commit ---------------------------------------------------------------- */
 
-/* Writes the contiguous prefix of staged records while no one else writes. Called
-** and returns with mu held; drops it around the system call. */
-static void write_ready(mw_log *log) {
+/* Writes the contiguous prefix of staged records while no one else writes, until
+** everything before `until` is written (then the caller goes on to its sync or returns,
+** and a waiting committer takes over the writing: every submitter waits, so staged
+** records always have a thread that will write them). Called and returns with mu held;
+** drops it around the system call. */
+static void write_ready(mw_log *log, uint64_t until) {
   while (log->error == SQLITE_OK && !log->writing && !log->switching && log->staged &&
-         log->staged->off == log->written_end) {
+         log->staged->off == log->written_end && log->written_end < until) {
     mw_iovec iov[MW_LOG_MAX_IOV];
     mw_staged *first = log->staged, *last = 0, *r = first;
     uint64_t start = log->written_end, end = start;
@@ -471,13 +480,50 @@ uint64_t mw_log_record_size(const mw_log *log, int npages) {
   return rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
 }
 
+/* Grows the file so that the logical offset `need` fits: by whole steps, so that most
+** syncs have no size change to write; when the disk cannot give a whole step and
+** exact_ok is set, just up to need. Called with mu held and no growth in progress;
+** drops mu meanwhile (reservations that fit the current room go on). A failed sync of
+** the new room is sticky: it may have dropped records written but not yet synced;
+** anything else (SQLITE_FULL first) is only returned. */
+static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
+  uint64_t need_phys = need - log->shift;
+  uint64_t from = log->alloc_end - log->shift; /* no record is written past it */
+  uint64_t target = round_up(need_phys, log->step);
+  mw_fd fd = log->fd;
+  log->growing = 1;
+  mw_mutex_unlock(&log->mu);
+  int rc = grow_file(log, fd, from, target);
+  if (rc == SQLITE_FULL && exact_ok && target > need_phys) {
+    target = need_phys;
+    rc = grow_file(log, fd, from, target);
+  }
+  int sync_rc = SQLITE_OK;
+  if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->growing = 0;
+  mw_cond_broadcast(&log->cv);
+  if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
+  if (rc == SQLITE_OK) rc = sync_rc;
+  /* No compaction switched the file meanwhile (it waits for !growing). */
+  if (rc == SQLITE_OK && target + log->shift > log->alloc_end) log->alloc_end = target + log->shift;
+  return rc;
+}
+
+/* Less than step/div of room left beyond `need`: time to grow ahead. mw_log_grow_ahead
+** (a background thread) acts at half a step, a committer only at a quarter, so that a
+** background thread that calls often enough spares every commit the growth. */
+static int room_is_low(const mw_log *log, uint64_t need, uint64_t div) {
+  return log->alloc_end - need < log->step / div;
+}
+
 int mw_log_reserve(mw_log *log, uint64_t bytes) {
   mw_mutex_lock(&log->mu);
   int rc;
   for (;;) {
     rc = log->error;
     if (rc != SQLITE_OK) break;
-    if (log->switching || log->growing) {
+    if (log->switching) {
       mw_cond_wait(&log->cv, &log->mu);
       continue;
     }
@@ -487,32 +533,34 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
     if (need <= log->alloc_end) {
       log->reserved += bytes;
       log->nres++;
+      /* Grow ahead while there is still room, so that the committers behind this one
+      ** do not wait for the zeros and their sync; the reservation is already held, so
+      ** a failure here (but a sticky one) is not this commit's. */
+      if (!log->growing && room_is_low(log, need, 4)) (void)grow_locked(log, log->alloc_end + 1, 0);
+      rc = log->error;
+      if (rc != SQLITE_OK) {
+        log->reserved -= bytes;
+        log->nres--;
+      }
       break;
     }
-    /* Grow the file by whole steps so that most syncs have no size change to write;
-    ** when the disk cannot give a whole step, take just what this record needs. */
-    uint64_t need_phys = need - log->shift;
-    uint64_t from = log->alloc_end - log->shift; /* nothing is ever written past it */
-    uint64_t target = round_up(need_phys, log->step);
-    mw_fd fd = log->fd;
-    log->growing = 1;
-    mw_mutex_unlock(&log->mu);
-    rc = grow_file(log, fd, from, target);
-    if (rc == SQLITE_FULL && target > need_phys) {
-      target = need_phys;
-      rc = grow_file(log, fd, from, target);
+    if (log->growing) {
+      mw_cond_wait(&log->cv, &log->mu);
+      continue;
     }
-    int sync_rc = SQLITE_OK;
-    if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
-    mw_mutex_lock(&log->mu);
-    log->growing = 0;
-    mw_cond_broadcast(&log->cv);
-    /* A failed sync may have dropped records written but not yet synced: sticky. */
-    if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
-    if (rc == SQLITE_OK) rc = sync_rc;
-    if (rc != SQLITE_OK) break; /* otherwise not sticky: nothing was assigned */
-    /* No compaction switched the file meanwhile (it waits for !growing). */
-    if (target + log->shift > log->alloc_end) log->alloc_end = target + log->shift;
+    rc = grow_locked(log, need, 1);
+    if (rc != SQLITE_OK) break; /* not sticky unless the sync failed: nothing was assigned */
+  }
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
+int mw_log_grow_ahead(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  uint64_t need = log->assigned_end + log->reserved;
+  if (rc == SQLITE_OK && !log->switching && !log->growing && room_is_low(log, need, 2)) {
+    rc = grow_locked(log, log->alloc_end + 1, 0);
   }
   mw_mutex_unlock(&log->mu);
   return rc;
@@ -591,24 +639,27 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   while (*pp && (*pp)->off < offset) pp = &(*pp)->next;
   s->next = *pp;
   *pp = s;
-  write_ready(log);
+  write_ready(log, offset + len);
   rc = log->error;
   mw_mutex_unlock(&log->mu);
   return rc;
 }
 
-int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
+/* Waits until everything before end_offset is written (durable = 0) or durable,
+** taking the writer's or the syncer's part when nobody has it. */
+static int wait_for(mw_log *log, uint64_t end_offset, int durable) {
   mw_mutex_lock(&log->mu);
   int rc;
   for (;;) {
     rc = log->error;
     if (rc != SQLITE_OK) break;
-    if (log->sync_mode == 0 ? log->written_end >= end_offset : log->synced_end >= end_offset) break;
-    if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end) {
-      write_ready(log);
+    if (durable ? log->synced_end >= end_offset : log->written_end >= end_offset) break;
+    if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end &&
+        log->written_end < end_offset) {
+      write_ready(log, end_offset);
       continue;
     }
-    if (log->sync_mode != 0 && !log->syncing && !log->switching && log->written_end >= end_offset) {
+    if (durable && !log->syncing && !log->switching && log->written_end >= end_offset) {
       /* Become the syncer: this sync starts after the record was written, and covers
       ** everything written before it starts. */
       uint64_t target = log->written_end;
@@ -629,11 +680,21 @@ int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
   return rc;
 }
 
+int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
+  /* Without syncs (synchronous=OFF) a commit still waits for its write, as stock
+  ** SQLite returns from COMMIT only after write(): a killed process loses nothing. */
+  return wait_for(log, end_offset, log->sync_mode != 0);
+}
+
+int mw_log_wait_written(mw_log *log, uint64_t end_offset) {
+  return wait_for(log, end_offset, 0);
+}
+
 /* ---- compaction ------------------------------------------------------------------------ */
 
 /* Copies the logical range [from, to) of the current log to physical offset dst of fd. */
-static int copy_range(mw_log *log, mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst,
-                      uint64_t from, uint64_t to, unsigned char *buf) {
+static int copy_range(mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst, uint64_t from,
+                      uint64_t to, unsigned char *buf) {
   while (from < to) {
     size_t n = to - from < MW_LOG_COPY_CHUNK ? (size_t)(to - from) : MW_LOG_COPY_CHUNK;
     int rc = mw_file_pread(src, buf, n, from - shift, 0);
@@ -643,16 +704,12 @@ static int copy_range(mw_log *log, mw_fd src, uint64_t shift, mw_fd dst_fd, uint
     from += n;
     dst += n;
   }
-  (void)log;
   return SQLITE_OK;
 }
 
-int mw_log_compacted(mw_log *log, uint64_t base) {
-  mw_mutex_lock(&log->cmp_mu);
-  mw_mutex_lock(&log->mu);
-  int rc = log->error;
-  if (rc != SQLITE_OK || base <= log->base) goto out_locked;
-  if (base > log->last_epoch) { rc = SQLITE_MISUSE; goto out_locked; }
+/* Rewrites the log with base epoch `base` and the records after it, and switches to
+** it. Called and returns with mu held (and cmp_mu), drops mu while it copies. */
+static int switch_log(mw_log *log, uint64_t base) {
   /* The first record to keep: the one of epoch base + 1 (or the end). */
   size_t keep = 0;
   while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
@@ -660,26 +717,31 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   /* Records up to base are visible, hence written; wait for them if they are not. */
   while (log->error == SQLITE_OK && log->written_end < cut) {
     if (!log->writing && !log->switching && log->staged && log->staged->off == log->written_end) {
-      write_ready(log);
+      write_ready(log, cut);
     } else {
       mw_cond_wait(&log->cv, &log->mu);
     }
   }
-  rc = log->error;
-  if (rc != SQLITE_OK) goto out_locked;
+  if (log->error != SQLITE_OK) return log->error;
   mw_fd old_fd = log->fd;
   uint64_t old_shift = log->shift;
   uint64_t w1 = log->written_end;
   uint64_t new_shift = cut - MW_LOG_HDR_SIZE;
-  uint64_t alloc1 = round_up(log->assigned_end + log->reserved - new_shift, log->step);
+  uint64_t need1 = log->assigned_end + log->reserved - new_shift;
+  uint64_t alloc1 = round_up(need1, log->step);
+  /* Room ahead as mw_log_grow_ahead would leave it: the commits after the switch
+  ** should not have to grow the new file at once. */
+  if (alloc1 - need1 < log->step / 2) alloc1 += log->step;
   mw_mutex_unlock(&log->mu);
 
-  /* Phase 1, commits going on: the new file with the new base and the records already
-  ** written (bytes that never change once written). */
-  unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
-  if (!buf) { rc = SQLITE_NOMEM; goto out; }
+  /* Phase 1, commits going on: the new file with the new base, the records already
+  ** written (bytes that never change once written), and the room for what is reserved
+  ** now, zeroed; synced, so that phase 2 has little left to do. */
+  int rc = SQLITE_OK;
   mw_fd tfd = MW_FD_INVALID;
-  rc = mw_file_delete(log->tmp_path, 0);
+  unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
+  if (!buf) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) rc = mw_file_delete(log->tmp_path, 0);
   if (rc == SQLITE_OK) rc = mw_file_open(log->tmp_path, 1, &tfd, 0);
   if (rc == SQLITE_OK) rc = mw_file_truncate(tfd, 0, 0);
   if (rc == SQLITE_OK) {
@@ -687,26 +749,25 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     build_header(h, log->page_size, base, log->salt);
     rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
   }
-  if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
-  /* The room for what is reserved now, zeroed, and synced: phase 2 has little left. */
+  if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
   if (rc == SQLITE_OK) rc = grow_file(log, tfd, w1 - new_shift, alloc1);
   if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
 
-  /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment and
-  ** staging go on (they only need offsets). */
+  /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment,
+  ** staging and reservations that fit go on (they only need logical offsets). */
   mw_mutex_lock(&log->mu);
   log->switching = 1;
   while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
   uint64_t w2 = log->written_end;
-  /* Room for everything assigned or reserved so far; reserve waits while switching, so
-  ** assigned_end + reserved cannot change until the switch is over. */
+  /* Room for everything assigned or reserved so far; reserve waits while switching,
+  ** so assigned_end + reserved cannot change until the switch is over. */
   uint64_t alloc_phys = round_up(log->assigned_end + log->reserved - new_shift, log->step);
   if (alloc_phys < alloc1) alloc_phys = alloc1;
-  if (log->error != SQLITE_OK && rc == SQLITE_OK) rc = log->error;
+  if (rc == SQLITE_OK) rc = log->error;
   mw_mutex_unlock(&log->mu);
 
   if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
-  if (rc == SQLITE_OK) rc = copy_range(log, old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
+  if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
   if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
@@ -716,6 +777,12 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     drc = mw_dir_sync(log->path, 0);
   }
   free(buf);
+  if (renamed) {
+    mw_file_close(old_fd);
+  } else {
+    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
+    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
+  }
 
   mw_mutex_lock(&log->mu);
   if (renamed) {
@@ -724,7 +791,7 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
     log->shift = new_shift;
     log->base = base;
     log->alloc_end = alloc_phys + new_shift;
-    if (w2 > log->synced_end) log->synced_end = w2;
+    if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
     memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
     log->nidx -= keep;
     /* Without the directory sync a power loss may bring the old log back without the
@@ -734,20 +801,25 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   }
   log->switching = 0;
   mw_cond_broadcast(&log->cv);
-  mw_mutex_unlock(&log->mu);
-  if (renamed) {
-    mw_file_close(old_fd);
-  } else {
-    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
-    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
-  }
-  goto out;
+  return rc;
+}
 
-out_locked:
+int mw_log_compacted(mw_log *log, uint64_t base) {
+  mw_mutex_lock(&log->cmp_mu);
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  if (rc == SQLITE_OK && base > log->base) {
+    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base);
+  }
   mw_mutex_unlock(&log->mu);
-out:
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
+}
+
+void mw_log_fail(mw_log *log, int rc) {
+  mw_mutex_lock(&log->mu);
+  set_error(log, rc == SQLITE_OK ? SQLITE_ERROR : rc);
+  mw_mutex_unlock(&log->mu);
 }
 
 uint64_t mw_log_size(mw_log *log) {
@@ -764,7 +836,7 @@ int mw_log_close(mw_log *log, int remove) {
   /* Write what was submitted (a commit with synchronous=OFF may not have waited). */
   for (;;) {
     if (!log->writing && log->staged && log->staged->off == log->written_end && log->error == SQLITE_OK) {
-      write_ready(log);
+      write_ready(log, UINT64_MAX);
       continue;
     }
     if (log->writing || log->syncing || log->growing) {

@@ -15,10 +15,26 @@
 **                        group writer writes the contiguous prefix of finished records
 **                        with one pwritev while the syncer syncs the previous group;
 **   mw_log_wait_durable  returns when a sync that began after the record was written
-**                        has finished (or at once when the log is not synchronous).
+**                        has finished (sync_mode 0: once the record is written).
 ** A record that was reserved but not assigned is given back with mw_log_unreserve.
 ** A record that was assigned must be submitted (an empty one, if the commit failed
-** after assign, is not possible: assign only after validation succeeded).
+** after assign, is not possible: assign only after validation succeeded); if it cannot
+** be, call mw_log_fail, or every commit behind it waits forever.
+**
+** Threads: every call may be made from any thread at the same time as the others,
+** except mw_log_open and mw_log_close (no other call may run on the log then).
+** mw_log_assign must be serialised by the caller (its publication lock); it never does
+** I/O and never waits. Every submitter must wait (wait_durable or wait_written): the
+** committers share the writing, and a staged record is written by its own submitter if
+** nobody else did. mw_log_compacted must not be called while holding a lock that a
+** committer needs between assign and its wait.
+**
+** Errors: SQLITE_FULL from mw_log_reserve (no room on disk) concerns that commit only;
+** the next reserve tries again. A failed write or sync of the log, a failed submit, an
+** epoch out of order, mw_log_fail, or a failed directory sync after a compaction's
+** rename is sticky: every later reserve, submit, wait and compaction fails with it, and
+** only a reopen (recovery) makes the log usable again. A failed compaction before its
+** rename is not sticky: the old log stays in use.
 */
 #ifndef MW_LOG_H
 #define MW_LOG_H
@@ -58,8 +74,18 @@ uint64_t mw_log_record_size(const mw_log *log, int npages);
 int mw_log_reserve(mw_log *log, uint64_t bytes);
 void mw_log_unreserve(mw_log *log, uint64_t bytes);
 
+/* Preallocates the next step now when less than half a step of room is left, so that
+** no commit pays for it (mw_log_reserve otherwise does it, with a quarter of a step
+** left, on the thread of the commit that crosses that line). Meant for a background
+** thread (the compactor's timer); SQLITE_FULL when the disk has no room (not sticky).
+** Added by the log. */
+int mw_log_grow_ahead(mw_log *log);
+
 /* Assigns the log offset of the record of `epoch` (bytes as reserved). Must be
-** called in strictly increasing epoch order, under the caller's publication lock. */
+** called in strictly increasing epoch order, under the caller's publication lock.
+** Epochs must be consecutive (last + 1, starting after *pLast of the open): recovery
+** replays consecutive epochs only, so a gap poisons the log (sticky SQLITE_MISUSE).
+** Offsets are logical: they keep growing across compactions. */
 uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes);
 
 /* Writes the record at its assigned offset (through the group writer). The images
@@ -67,22 +93,41 @@ uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes);
 int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages, int npages,
                   const uint32_t *pgnos, const unsigned char *const *images);
 
-/* Waits until the record that ends at `end_offset` is durable. Returns the error of
-** the write or sync that failed; once one failed, every later wait fails too. */
+/* Poisons the log with rc (the sticky error): every later reserve, submit, wait and
+** compaction fails with it, and the threads waiting now wake up and fail. For a record
+** that was assigned but cannot be submitted: without it nothing after its offset could
+** ever be written, and the waits behind it would never return. Added by the log. */
+void mw_log_fail(mw_log *log, int rc);
+
+/* Waits until the record that ends at `end_offset` is durable: a data sync that began
+** after the record was written has finished (with sync_mode 0: the record is written).
+** The waiting thread itself writes and syncs when nobody else is doing it. Returns the
+** error of the write or sync that failed; once one failed, every later wait fails too. */
 int mw_log_wait_durable(mw_log *log, uint64_t end_offset);
+
+/* Waits until every record before end_offset is written to the file (not synced): for
+** making a commit visible before its sync, if the engine offers that. The log is a
+** prefix: once a wait for E succeeded, every record that ends at or before E is written
+** (durable, for mw_log_wait_durable). Same errors as mw_log_wait_durable. Added by the
+** log. */
+int mw_log_wait_written(mw_log *log, uint64_t end_offset);
 
 /* After the compactor wrote every page up to epoch `base` into the database file and
 ** synced it: makes `base` the log's base epoch durably and drops the records <= base
 ** (the log is rewritten to hold only the newer records, switched atomically; a crash
-** at any point leaves a log that replays to the same state). Blocks assignment while
-** it switches. */
+** at any point leaves a log that replays to the same state). Records after base are
+** copied while commits go on; for the switch itself writes, syncs and growth of the
+** log pause (assignment, staging and reservations that fit do not). SQLITE_MISUSE when
+** base is past the last assigned epoch; a base at or below the current one is a no-op.
+** One compaction at a time (callers are serialised). */
 int mw_log_compacted(mw_log *log, uint64_t base);
 
 /* Current size of the log in bytes (what MW_STAT_LOG_BYTES reports). */
 uint64_t mw_log_size(mw_log *log);
 
-/* Closes the log. With remove set (the last close after a full compaction) the
-** file is deleted durably. */
+/* Closes the log: writes what was submitted and not yet written (no sync), waits for
+** writes and syncs in flight. With remove set (the last close after a full compaction)
+** the file is deleted durably (unlink, then a sync of the directory). */
 int mw_log_close(mw_log *log, int remove);
 
 #endif /* MW_LOG_H */

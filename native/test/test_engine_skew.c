@@ -66,6 +66,25 @@ int main(void) {
   tu_exec(a, "PRAGMA user_version=7");
   CHECK_RC(tu_try(b, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
   CHECK(tu_int(b, "PRAGMA user_version") == 7);
+
+  /* The interior-page exception keeps the bounds: b reads max(k) through the
+  ** right-most leaf, a appends k+1. When a's append fills that leaf, SQLite adds a
+  ** new right-most leaf and only changes the parent (balance_quick): b's leaf is
+  ** unchanged, but its key range shrank, so b's read is stale and must be refused. */
+  tu_exec(a, "CREATE TABLE seq(k INTEGER PRIMARY KEY, pad BLOB); CREATE TABLE note(x)");
+  tu_exec(a, "INSERT INTO seq VALUES(1, randomblob(500))");
+  for (int i = 0; i < 40; i++) {
+    tu_exec(b, "BEGIN");
+    int64_t mx = tu_int(b, "SELECT max(k) FROM seq");
+    char sql[200];
+    snprintf(sql, sizeof sql, "INSERT INTO note VALUES(%lld)", (long long)mx);
+    tu_exec(b, sql);
+    snprintf(sql, sizeof sql, "INSERT INTO seq VALUES(%lld, randomblob(500))", (long long)mx + 1);
+    tu_exec(a, sql);
+    CHECK_RC(tu_try(b, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
+  }
+  CHECK(tu_int(a, "SELECT count(*) FROM seq") == 41);
+  CHECK(tu_int(a, "SELECT count(*) FROM note") == 0);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
   tu_rmdir();
