@@ -12,8 +12,8 @@
 **     the point is reached the process aborts): after the log submit, before
 **     visibility, in the middle of a compaction, after the compacted database file was
 **     synced but before the log learned it.
-** Every other round is a power loss for the log (crash_powerloss.h): what the engine
-** wrote to the log but did not sync yet is lost with the process, as on a machine that
+** Every other round is a power loss (crash_powerloss.h): what the engine wrote to the
+** log or the database file but did not sync yet is lost with the process, as on a machine that
 ** loses power; the other rounds are plain kills (the page cache keeps every write).
 ** After each round a verifier (forked) reopens the database through the engine and
 ** checks: integrity_check is ok; every transaction ever acknowledged is present; the
@@ -26,7 +26,7 @@
 ** but uncompacted log. At the end the parent closes cleanly and checks the file with
 ** stock SQLite (vfs "unix") too.
 **
-** Env: MW_CRASH_SEED (reproduce a run), MW_TEST_SCALE (fewer rounds, e.g. 0.25 under
+** Env: MW_CRASH_SEED (reproduce a run), MW_CRASH_KEEP (keep the temp directory), MW_TEST_SCALE (fewer rounds, e.g. 0.25 under
 ** TSan). Without the engine's crash-point hook (the weak symbol mw_crash_point), only
 ** the SIGKILL rounds run.
 */
@@ -382,6 +382,16 @@ static round_result run_round(int round, uint64_t seed, const char *armed, int k
   return (round_result){ nacked - before, WTERMSIG(status) };
 }
 
+static pid_t parent_pid;
+
+/* The temp directory goes on every exit of the parent, failures included (children
+** inherit the handler: they must not run it). */
+static void cleanup_at_exit(void) {
+  if (getpid() != parent_pid) return;
+  if (getenv("MW_CRASH_KEEP")) fprintf(stderr, "test_crash: kept %s (MW_CRASH_KEEP)\n", tu_dir);
+  else tu_rmdir();
+}
+
 int main(void) {
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *e = getenv("MW_CRASH_SEED");
@@ -401,6 +411,8 @@ int main(void) {
 
   const char *dir = tu_tmpdir("crash");
   snprintf(db_path, sizeof db_path, "%s/crash.db", dir);
+  parent_pid = getpid();
+  CHECK(atexit(cleanup_at_exit) == 0);
   acked = malloc(sizeof(uint64_t) * MAX_ACKS);
   CHECK(acked != 0);
   sh = mmap(0, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -409,6 +421,7 @@ int main(void) {
   CHECK(pls != MAP_FAILED);
   pls[0] = pls[1] = 0;
   pl_stats = pls;
+  pl_db_suffix = "/crash.db";
   setup_schema();
 
   /* Round order: shuffled mix of SIGKILL rounds and armed rounds. */
@@ -442,7 +455,8 @@ int main(void) {
       arm = armed;
       kill_ms = 6000; /* the point should be reached long before: SIGKILL otherwise */
     }
-    /* Every other round, the log loses what was not synced when the child dies. */
+    /* Every other round, the log and the database lose what was not synced when
+    ** the child dies. */
     int powerloss = MW_HAVE_POWERLOSS && r % 2 == 1;
     round_result rr = run_round(r, seed + (uint64_t)r, arm, kill_ms, powerloss);
     int hit = arm && rr.signal == SIGABRT;
@@ -478,7 +492,7 @@ int main(void) {
   for (int p = 0; p < NPOINTS && has_points; p++)
     printf("test_crash: crash point %-22s reached %d of %d armed rounds\n", crash_points[p],
            reached[p], armed_per_point);
-  printf("test_crash: power-loss rounds: %ld log writes held back until a sync, %ld of them synced\n",
+  printf("test_crash: power-loss rounds: %ld writes held back until a sync, %ld of them synced\n",
          pls[0], pls[1]);
   int ok = nacked > 0;
   if (MW_HAVE_POWERLOSS && pls[0] == 0) {
@@ -498,8 +512,7 @@ int main(void) {
   pl_stats = 0;
   munmap(pls, 2 * sizeof(long));
   free(acked);
-  tu_rmdir();
-  if (!ok) return 1;
+  if (!ok) return 1; /* the directory goes in cleanup_at_exit */
   printf("test_crash: ok\n");
   return 0;
 }
