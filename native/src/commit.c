@@ -247,9 +247,17 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
       if (e > l->snap && !is_own(l, e)) conflict = MW_STAT_CONFLICT_WRITE;
     }
   }
-  /* relocation hook: when every write conflict is growth (page 1 and the pages
-  ** after the snapshot's end, engine.md section 7), relocate.c renumbers the new
-  ** pages here instead of refusing. */
+  /* Relocation hook (engine.md section 7, relocate.h; issue 4). Everything it needs
+  ** is at hand here, under the stripes: the write set (wp[i], img[i], sorted by page),
+  ** the snapshot's page 1 (mw_chain_view(chain of 1, l->snap, l->own, l->nown), else
+  ** the file), the newest page 1 (last version of chain 1), l->snap_size (N0) and
+  ** newest_size (N1), first commit = (l->nown == 0). When the only write conflicts
+  ** are page 1 and pages > N0: take the stripes of N1+1..N1+g too (release all and
+  ** relock the union in ascending order, then validate again), call
+  ** mw_relocate() on copies, validate the renumbered pages like any other, and go on
+  ** with the renumbered write set and db_pages = N1 + g. The lane must then refuse
+  ** any later commit of this snapshot (its WAL still has the old numbers): set a
+  ** flag that makes the next mw_commit of the snapshot return SQLITE_BUSY_SNAPSHOT. */
   /* A schema change always validates its reads, whatever mw_readcheck says: an
   ** index built from rows another commit changed would be wrong. Without
   ** mw_readcheck the interior pages read are still validated: a commit that
@@ -298,8 +306,10 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   pe->epoch = epoch;
   pe->size = db_pages;
   pe->ready = 0;
+  pe->end = 0;
 #if MW_USE_LOG
   uint64_t offset = mw_log_assign(db->log, epoch, rec_bytes);
+  pe->end = offset + rec_bytes;
 #endif
   mw_mutex_unlock(&db->mu);
 
@@ -326,7 +336,14 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     rc = mw_log_submit(db->log, offset, epoch, db_pages, nw, wp,
                        (const unsigned char *const *)img);
     mw_crash_point("commit_after_submit");
-    if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, offset + rec_bytes);
+    /* synchronous=FULL/EXTRA (the default): acknowledged once synced. OFF and
+    ** NORMAL: once written, as stock SQLite's WAL acknowledges them without a
+    ** sync; a later synced commit covers this one (the log is written as a
+    ** prefix), and the compactor syncs the log before it moves anything into the
+    ** database file. */
+    if (rc == SQLITE_OK)
+      rc = l->sync_level >= 2 ? mw_log_wait_durable(db->log, offset + rec_bytes)
+                              : mw_log_wait_written(db->log, offset + rec_bytes);
   }
 #endif
   mw_crash_point("commit_before_visible");
@@ -346,6 +363,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     if (nx->epoch != db->visible + 1 || !nx->ready) break;
     db->visible++;
     db->visible_size = nx->size;
+    db->visible_end = nx->end;
     nx->ready = 0;
   }
   mw_cond_broadcast(&db->cv);

@@ -27,6 +27,7 @@ static int cmp_page(const void *a, const void *b) {
 static void gc(mw_db *db) {
   mw_mutex_lock(&db->mu);
   uint64_t m = db->visible;
+  if (db->compacting && db->compacting < m) m = db->compacting;
   for (mw_lane *l = db->lanes; l; l = l->next_in_db)
     if (l->reg && l->reg < m) m = l->reg;
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
@@ -40,6 +41,8 @@ static void gc(mw_db *db) {
   mw_mutex_unlock(&db->mu);
 }
 
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end);
+
 int mw_compact_now(mw_db *db, int final) {
   mw_mutex_lock(&db->mu);
   uint64_t m = db->visible;
@@ -47,13 +50,46 @@ int mw_compact_now(mw_db *db, int final) {
     for (mw_lane *l = db->lanes; l; l = l->next_in_db)
       if (l->reg && l->reg < m) m = l->reg;
   uint64_t since = db->compacted;
+  uint64_t end = db->visible_end;
   int broken = db->broken;
+  /* T is pinned like a snapshot until the file holds it: pruning keeps the newest
+  ** version <= T of every page (without the pin, a page whose version at T was
+  ** pruned would be skipped, and page 1's size at T with it). db->oldest <= T
+  ** holds here, so no prune has passed T yet. */
+  if (!broken && m > since) db->compacting = m;
   mw_mutex_unlock(&db->mu);
   if (broken) return broken;
   if (m <= since) {
     gc(db);
     return SQLITE_OK;
   }
+  int rc = compact_to(db, since, m, end);
+  mw_mutex_lock(&db->mu);
+  db->compacting = 0;
+  if (rc == SQLITE_OK) {
+    db->compacted = m;
+    db->compactions++;
+#if MW_USE_LOG
+    db->log_bytes = mw_log_size(db->log);
+#endif
+  }
+  mw_mutex_unlock(&db->mu);
+  if (rc == SQLITE_OK) gc(db);
+  return rc;
+}
+
+/* Writes the newest version <= m of every page changed after `since` into the
+** file, syncs it, and moves the log's base to m. */
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
+#if MW_USE_LOG
+  /* Commits of synchronous=NORMAL/OFF connections are visible once written: the
+  ** log must be durable up to T before the file may hold T, or a crash could leave
+  ** the file ahead of what the log replays. */
+  int src = mw_log_wait_durable(db->log, end);
+  if (src != SQLITE_OK) return src;
+#else
+  (void)end;
+#endif
   mw_page_out *pages = 0;
   int n = 0;
   int rc = mw_store_collect(&db->store, since, m, &pages, &n);
@@ -85,17 +121,8 @@ int mw_compact_now(mw_db *db, int final) {
   mw_crash_point("compact_before_log");
 #if MW_USE_LOG
   rc = mw_log_compacted(db->log, m);
-  if (rc != SQLITE_OK) return rc;
 #endif
-  mw_mutex_lock(&db->mu);
-  db->compacted = m;
-  db->compactions++;
-#if MW_USE_LOG
-  db->log_bytes = mw_log_size(db->log);
-#endif
-  mw_mutex_unlock(&db->mu);
-  gc(db);
-  return SQLITE_OK;
+  return rc;
 }
 
 static void *compactor_main(void *arg) {
@@ -115,12 +142,7 @@ static void *compactor_main(void *arg) {
       /* A failed compaction leaves the log as it was: retried at the next trigger. */
       (void)rc;
     } else {
-      gc(db);
-#if MW_USE_LOG
-      /* Grow the log here rather than on a committer's thread (SQLITE_FULL is
-      ** not sticky: the commit that needs the room reports it). */
-      (void)mw_log_grow_ahead(db->log);
-#endif
+      gc(db); /* the log grows ahead of need on its own grower thread */
     }
     mw_mutex_lock(&db->mu);
   }

@@ -57,15 +57,23 @@ typedef struct mw_stripe {
   mw_mutex mu;
   mw_chain **slot;             /* open addressing by page number */
   uint32_t cap, count;
+  uint32_t nbase;              /* file pages cached as epoch-0 versions */
   char pad[64];
 } mw_stripe;
 
 typedef struct mw_store {
   int page_size;
+  uint32_t base_cap;           /* cached file pages per stripe, at most */
   mw_stripe stripe[MW_STRIPES];
 } mw_store;
 
-int mw_store_init(mw_store *s, int page_size);
+/* cache_pages: how many pages read from the database file the store keeps (as
+** version epoch 0: the file's content, which every snapshot older than the chain's
+** first version sees), so that the next transactions do not read them again. */
+int mw_store_init(mw_store *s, int page_size, uint32_t cache_pages);
+/* Keeps a copy of a whole page that a reader at snapshot `snap` just read from the
+** file (no version <= snap existed). */
+void mw_store_cache_file_page(mw_store *s, uint32_t pgno, const void *img, uint64_t snap);
 void mw_store_free(mw_store *s);
 static inline int mw_stripe_of(uint32_t pgno) { return (int)(pgno % MW_STRIPES); }
 void mw_store_lock(mw_store *s, int stripe);
@@ -102,7 +110,8 @@ typedef struct mw_db mw_db;
 typedef struct mw_pending {
   uint64_t epoch;
   uint32_t size;               /* database size in pages after this epoch */
-  int ready;                   /* installed and durable */
+  int ready;                   /* installed, and durable (or written, see commit.c) */
+  uint64_t end;                /* end offset of its log record */
 } mw_pending;
 
 struct mw_db {
@@ -120,8 +129,11 @@ struct mw_db {
   uint64_t assigned;           /* last epoch assigned */
   uint64_t visible;            /* last epoch visible (a prefix of assigned) */
   uint32_t visible_size;       /* pages at `visible` */
+  uint64_t visible_end;        /* end offset in the log of the record of `visible` */
   uint64_t oldest;             /* min(visible, oldest active snapshot): only grows */
   uint64_t compacted;          /* the database file holds the state at this epoch */
+  uint64_t compacting;         /* T of the compaction running, 0 = none: it pins the
+                                  versions at T like a snapshot */
   mw_pending ring[MW_RING];
   mw_lane *lanes;              /* every lane, for the snapshot registry */
   mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */

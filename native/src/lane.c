@@ -160,6 +160,8 @@ static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
     } else if (!mw_store_read(&db->store, pgno, snap, l->in_snap ? l->own : 0,
                               l->in_snap ? l->nown : 0, out, po, n)) {
       rc = mw_db_read_file(db, pgno, out, po, n);
+      /* Keep whole pages for the next transactions (they all start cold). */
+      if (rc == SQLITE_OK && po == 0 && n == pgsz) mw_store_cache_file_page(&db->store, pgno, out, snap);
     }
     if (l->in_snap && pgno != 1) mw_lane_read_set_add(l, pgno);
     out += n;

@@ -13,12 +13,14 @@
 ** records it keeps to the start of a new file and raises shift accordingly, so that
 ** offsets handed out before it stay meaningful (mw_log_wait_durable keeps working).
 **
-** Group commit is leader/follower: there is no background thread. Whoever finds the
+** Group commit is leader/follower: no background thread writes or syncs. Whoever finds the
 ** next record(s) staged and no write in progress writes the contiguous prefix of
 ** staged records with one pwritev; whoever waits for a written record while no sync is
 ** in progress runs the data sync for everything written so far. A lone committer so
 ** writes and syncs its own record on its own thread (one write, one sync, no hand-off);
-** under load one thread syncs group n while another writes group n+1.
+** under load one thread syncs group n while another writes group n+1. The only thread
+** the log starts is the grower, which adds room to the file ahead of need; commits
+** never wait for it unless the room is used up.
 **
 ** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on, then
 ** stops writes, syncs and growth (not assignment, staging or reservations that fit:
@@ -88,7 +90,17 @@ struct mw_log {
   mw_log_entry *idx;     /* records in the log, in epoch order */
   size_t nidx, capidx;
   size_t nres;           /* reservations held (each becomes one idx entry) */
+  /* The grower: a thread that adds the next step of room ahead of need, so that no
+  ** commit waits for the zeros and their sync. Never on the commit path: a committer
+  ** only signals it (and grows itself only when the room is really used up). */
+  mw_cond grow_cv;
+  mw_thread grower;
+  int grower_running;
+  int grow_wanted;
+  int stopping;
 };
+
+static void *grower_main(void *arg);
 
 /* ---- checksum ---------------------------------------------------------------- */
 
@@ -356,6 +368,7 @@ static void free_log(mw_log *log) {
   free(log->path);
   free(log->tmp_path);
   mw_cond_destroy(&log->cv);
+  mw_cond_destroy(&log->grow_cv);
   mw_mutex_destroy(&log->mu);
   mw_mutex_destroy(&log->cmp_mu);
   free(log);
@@ -378,6 +391,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   mw_mutex_init(&log->cmp_mu);
   mw_mutex_init(&log->mu);
   mw_cond_init(&log->cv);
+  mw_cond_init(&log->grow_cv);
   log->fd = MW_FD_INVALID;
   if (!log->path || !log->tmp_path) { free_log(log); return SQLITE_NOMEM; }
   memcpy(log->path, db_path, n);
@@ -468,6 +482,10 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   }
   if (fresh) log->last_epoch = log->base;
   log->assigned_end = log->written_end = log->synced_end = log->alloc_end = end;
+  /* Without the grower (no thread to be had) committers grow ahead themselves. It
+  ** only acts when a reservation asks: the file stays as recovery left it until the
+  ** first commit (which grows the first step itself). */
+  log->grower_running = mw_thread_start(&log->grower, grower_main, log) == 0;
   *pBase = log->base;
   *pLast = log->last_epoch;
   *out = log;
@@ -510,11 +528,31 @@ static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
   return rc;
 }
 
-/* Less than step/div of room left beyond `need`: time to grow ahead. mw_log_grow_ahead
-** (a background thread) acts at half a step, a committer only at a quarter, so that a
-** background thread that calls often enough spares every commit the growth. */
+/* Less than step/div of room left beyond `need`: time to grow ahead. The grower (and
+** mw_log_grow_ahead) act at half a step; a committer, when no grower runs, at a
+** quarter. */
 static int room_is_low(const mw_log *log, uint64_t need, uint64_t div) {
   return log->alloc_end - need < log->step / div;
+}
+
+static void *grower_main(void *arg) {
+  mw_log *log = arg;
+  mw_mutex_lock(&log->mu);
+  while (!log->stopping) {
+    if (!log->grow_wanted) {
+      mw_cond_wait(&log->grow_cv, &log->mu);
+      continue;
+    }
+    log->grow_wanted = 0;
+    /* A failure here is nobody's commit: a reserve that finds no room grows (and
+    ** reports SQLITE_FULL) itself; only a failed sync is sticky (in grow_locked). */
+    if (log->error == SQLITE_OK && !log->switching && !log->growing &&
+        room_is_low(log, log->assigned_end + log->reserved, 2)) {
+      (void)grow_locked(log, log->alloc_end + 1, 0);
+    }
+  }
+  mw_mutex_unlock(&log->mu);
+  return 0;
 }
 
 int mw_log_reserve(mw_log *log, uint64_t bytes) {
@@ -534,9 +572,15 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       log->reserved += bytes;
       log->nres++;
       /* Grow ahead while there is still room, so that the committers behind this one
-      ** do not wait for the zeros and their sync; the reservation is already held, so
-      ** a failure here (but a sticky one) is not this commit's. */
-      if (!log->growing && room_is_low(log, need, 4)) (void)grow_locked(log, log->alloc_end + 1, 0);
+      ** do not wait for the zeros and their sync: the grower does it; without one,
+      ** this committer (the reservation is already held, so a failure here, but a
+      ** sticky one, is not this commit's). */
+      if (!log->growing && room_is_low(log, need, 2) && log->grower_running) {
+        log->grow_wanted = 1;
+        mw_cond_signal(&log->grow_cv);
+      } else if (!log->growing && room_is_low(log, need, 4)) {
+        (void)grow_locked(log, log->alloc_end + 1, 0);
+      }
       rc = log->error;
       if (rc != SQLITE_OK) {
         log->reserved -= bytes;
@@ -557,10 +601,16 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
 
 int mw_log_grow_ahead(mw_log *log) {
   mw_mutex_lock(&log->mu);
-  int rc = log->error;
-  uint64_t need = log->assigned_end + log->reserved;
-  if (rc == SQLITE_OK && !log->switching && !log->growing && room_is_low(log, need, 2)) {
-    rc = grow_locked(log, log->alloc_end + 1, 0);
+  int rc;
+  for (;;) {
+    rc = log->error;
+    if (rc != SQLITE_OK) break;
+    if (log->switching || log->growing) { /* wait, then look again */
+      mw_cond_wait(&log->cv, &log->mu);
+      continue;
+    }
+    if (room_is_low(log, log->assigned_end + log->reserved, 2)) rc = grow_locked(log, log->alloc_end + 1, 0);
+    break;
   }
   mw_mutex_unlock(&log->mu);
   return rc;
@@ -831,6 +881,13 @@ uint64_t mw_log_size(mw_log *log) {
 
 int mw_log_close(mw_log *log, int remove) {
   if (!log) return SQLITE_OK;
+  if (log->grower_running) {
+    mw_mutex_lock(&log->mu);
+    log->stopping = 1;
+    mw_cond_signal(&log->grow_cv);
+    mw_mutex_unlock(&log->mu);
+    mw_thread_join(log->grower);
+  }
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   /* Write what was submitted (a commit with synchronous=OFF may not have waited). */

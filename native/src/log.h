@@ -74,11 +74,12 @@ uint64_t mw_log_record_size(const mw_log *log, int npages);
 int mw_log_reserve(mw_log *log, uint64_t bytes);
 void mw_log_unreserve(mw_log *log, uint64_t bytes);
 
-/* Preallocates the next step now when less than half a step of room is left, so that
-** no commit pays for it (mw_log_reserve otherwise does it, with a quarter of a step
-** left, on the thread of the commit that crosses that line). Meant for a background
-** thread (the compactor's timer); SQLITE_FULL when the disk has no room (not sticky).
-** Added by the log. */
+/* Preallocates the next step now when less than half a step of room is left (after
+** waiting for a growth or compaction switch in progress): on return there is at least
+** half a step of room, or an error. The log's own grower thread already does this when
+** a reservation crosses the half, so no commit pays for it; this call is for tests and
+** for callers that want the room before a burst. SQLITE_FULL when the disk has no room
+** (not sticky). Added by the log. */
 int mw_log_grow_ahead(mw_log *log);
 
 /* Assigns the log offset of the record of `epoch` (bytes as reserved). Must be

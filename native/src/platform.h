@@ -107,7 +107,8 @@ int mw_file_rename(const char *from, const char *to, int *pErrno);
 /* Fault injection for tests. When mw_fault_hook is set, every file call above asks
 ** it first, with the operation and the file (MW_FD_INVALID for calls on paths); a
 ** nonzero answer is an errno value the call then fails with, doing nothing. NULL in
-** production. Set it only while no other thread makes file calls. */
+** production. It is read atomically: set it with __atomic_store_n (threads of the
+** engine may be making file calls meanwhile). */
 enum {
   MW_OP_OPEN = 1, MW_OP_READ, MW_OP_WRITE, MW_OP_DATASYNC, MW_OP_SYNC, MW_OP_PREALLOC,
   MW_OP_TRUNCATE, MW_OP_SIZE, MW_OP_DIRSYNC, MW_OP_DELETE, MW_OP_RENAME

@@ -32,7 +32,7 @@ mw_fault_hook_fn mw_fault_hook = 0;
 
 /* Asks the test hook whether this call must fail; if so errno holds its answer. */
 static int injected(int op, int fd) {
-  mw_fault_hook_fn hook = mw_fault_hook;
+  mw_fault_hook_fn hook = __atomic_load_n(&mw_fault_hook, __ATOMIC_ACQUIRE);
   if (!hook) return 0;
   int e = hook(op, fd);
   if (e == 0) return 0;

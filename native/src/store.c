@@ -15,9 +15,10 @@ static uint32_t slot_hash(uint32_t pgno, uint32_t cap) {
   return ((pgno / MW_STRIPES) * 2654435761u) & (cap - 1);
 }
 
-int mw_store_init(mw_store *s, int page_size) {
+int mw_store_init(mw_store *s, int page_size, uint32_t cache_pages) {
   memset(s, 0, sizeof(*s));
   s->page_size = page_size;
+  s->base_cap = cache_pages / MW_STRIPES;
   for (int i = 0; i < MW_STRIPES; i++) mw_mutex_init(&s->stripe[i].mu);
   return SQLITE_OK;
 }
@@ -109,14 +110,28 @@ const mw_pver *mw_chain_view(const mw_chain *c, uint64_t snap, const uint64_t *o
 }
 
 /* Frees the versions older than the newest one <= oldest (nobody can read them). */
-static void chain_prune(mw_chain *c, uint64_t oldest) {
+static void chain_prune(mw_stripe *st, mw_chain *c, uint64_t oldest) {
   uint32_t keep_from = 0;
   for (uint32_t i = 0; i < c->n; i++)
     if (c->v[i].epoch <= oldest) keep_from = i;
   if (keep_from == 0) return;
-  for (uint32_t i = 0; i < keep_from; i++) free(c->v[i].img);
+  for (uint32_t i = 0; i < keep_from; i++) {
+    if (c->v[i].epoch == 0) st->nbase--;
+    free(c->v[i].img);
+  }
   memmove(c->v, c->v + keep_from, (c->n - keep_from) * sizeof(mw_pver));
   c->n -= keep_from;
+}
+
+/* Doubles the room of a chain's version array; NULL (array unchanged, still owned
+** by the chain) when out of memory. */
+static mw_pver *grow_versions_raw(mw_chain *c) {
+  uint32_t ncap = c->cap ? c->cap * 2 : 2;
+  mw_pver *nv = realloc(c->v, ncap * sizeof(*nv));
+  if (nv == 0) return 0;
+  c->v = nv;
+  c->cap = ncap;
+  return nv;
 }
 
 int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
@@ -139,7 +154,7 @@ int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned
     st->slot[h] = c;
     st->count++;
   }
-  chain_prune(c, oldest);
+  chain_prune(st, c, oldest);
   if (c->n == c->cap) {
     uint32_t ncap = c->cap ? c->cap * 2 : 2;
     mw_pver *nv = realloc(c->v, ncap * sizeof(*nv));
@@ -154,6 +169,33 @@ int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned
   c->v[c->n].img = img;
   c->n++;
   return SQLITE_OK;
+}
+
+void mw_store_cache_file_page(mw_store *s, uint32_t pgno, const void *img, uint64_t snap) {
+  int stripe = mw_stripe_of(pgno);
+  mw_stripe *st = &s->stripe[stripe];
+  if (s->base_cap == 0) return;
+  mw_store_lock(s, stripe);
+  mw_chain *c = mw_store_chain_locked(s, pgno);
+  /* Already cached, or a version this snapshot sees appeared: leave it. */
+  int skip = st->nbase >= s->base_cap || (c && c->n && c->v[0].epoch <= snap);
+  unsigned char *copy = skip ? 0 : malloc((size_t)s->page_size);
+  if (copy) {
+    memcpy(copy, img, (size_t)s->page_size);
+    if (c == 0) {
+      /* A new chain holding only the file's version. */
+      if (mw_store_install_locked(s, pgno, 0, copy, 0) == SQLITE_OK) st->nbase++;
+    } else if (c->n == c->cap && grow_versions_raw(c) == 0) {
+      free(copy);
+    } else {
+      memmove(c->v + 1, c->v, c->n * sizeof(mw_pver));
+      c->v[0].epoch = 0;
+      c->v[0].img = copy;
+      c->n++;
+      st->nbase++;
+    }
+  }
+  mw_store_unlock(s, stripe);
 }
 
 int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
@@ -184,13 +226,17 @@ void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visi
     while (j < st->cap) {
       mw_chain *c = st->slot[j];
       if (c == 0) { j++; continue; }
-      chain_prune(c, oldest);
-      if (c->n == 1 && c->v[0].epoch <= drop_upto) {
+      chain_prune(st, c, oldest);
+      /* A cached file page (epoch 0) alone stays while the cache has room. */
+      int cached_only = c->n == 1 && c->v[0].epoch == 0;
+      if (c->n == 1 && c->v[0].epoch <= drop_upto && (!cached_only || st->nbase > s->base_cap)) {
         /* The file holds this version and every snapshot sees it or newer. */
+        if (cached_only) st->nbase--;
         stripe_remove_at(st, j);
         chain_free(c);
         continue; /* slot j may hold a shifted chain now */
       }
+      if (cached_only) { j++; continue; }
       /* Versions older than the newest one <= visible live only for old snapshots. */
       for (uint32_t k = 0; k + 1 < c->n; k++)
         if (c->v[k + 1].epoch <= visible) pinned++;

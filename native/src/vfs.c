@@ -180,7 +180,13 @@ static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, in
     mw_opts o;
     char *err = 0;
     int rc = mw_opts_parse(zName, &o, &err);
-    if (rc == SQLITE_OK && !o.engine) return root->xOpen(root, zName, f, flags, pOut);
+    if (rc == SQLITE_OK && !o.engine) {
+      /* A stock connection would write a real -wal under the engine's feet. */
+      if (!mw_db_is_open(zName)) return root->xOpen(root, zName, f, flags, pOut);
+      err = sqlite3_mprintf("multiwriter: %s is open through the engine in this process; "
+                            "mw=0 cannot open it at the same time", zName);
+      rc = SQLITE_ERROR;
+    }
     if (rc == SQLITE_OK) {
       memset(p, 0, sizeof(*p));
       p->real = real_of(p);

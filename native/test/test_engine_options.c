@@ -71,6 +71,8 @@ int main(void) {
   tu_exec(db, "PRAGMA synchronous=FULL");
   tu_exec(db, "INSERT INTO t VALUES(1)");
   CHECK(tu_int(db, "SELECT count(*) FROM t") == 1);
+  /* mw=0 on a file the engine has open in this process is refused. */
+  expect_open_error(path, "mw=0", "is open through the engine in this process");
   /* A refused ATTACH fails too (its message cannot reach the caller). */
   {
     char sql[700];

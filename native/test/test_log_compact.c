@@ -33,8 +33,8 @@ static void expect_log(uint64_t want_base, uint64_t want_last) {
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
 }
 
-static int fail_op;
-static int fault(int op, mw_fd fd) { (void)fd; return op == fail_op ? EIO : 0; }
+static int fail_op; /* read by the hook on the log's grower thread too */
+static int fault(int op, mw_fd fd) { (void)fd; return op == __atomic_load_n(&fail_op, __ATOMIC_SEQ_CST) ? EIO : 0; }
 
 /* Concurrent part: committers plus a compactor that compacts up to the highest epoch
 ** below which every commit is acknowledged (what the engine's compactor may do). */
@@ -92,6 +92,7 @@ static void *compactor(void *p) {
 }
 
 int main(void) {
+  alarm(120); /* a hang (a broken wake-up) fails the test instead of the CI run */
   tl_mkdir(dir, sizeof(dir), "mwlog-compact");
   snprintf(db, sizeof(db), "%s/c.db", dir);
   snprintf(logp, sizeof(logp), "%s-mw", db);
@@ -117,10 +118,10 @@ int main(void) {
   ** old log stays, nothing is sticky, the temporary file is gone. */
   int before_rename[] = { MW_OP_WRITE, MW_OP_SYNC, MW_OP_RENAME, MW_OP_PREALLOC };
   for (size_t i = 0; i < sizeof(before_rename) / sizeof(before_rename[0]); i++) {
-    fail_op = before_rename[i];
-    mw_fault_hook = fault;
+    __atomic_store_n(&fail_op, before_rename[i], __ATOMIC_SEQ_CST);
+    tl_set_hook(fault);
     CHECK(mw_log_compacted(log, 20) != SQLITE_OK);
-    mw_fault_hook = 0;
+    tl_set_hook(0);
     CHECK(!mw_file_exists(tmpp));
     CHECK(mw_log_size(log) == old_n);
     size_t n2;
@@ -153,10 +154,10 @@ int main(void) {
   /* A failed directory sync after the rename is sticky (the rename may not last). */
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
   CHECK(base == 20 && last == 51);
-  fail_op = MW_OP_DIRSYNC;
-  mw_fault_hook = fault;
+  __atomic_store_n(&fail_op, MW_OP_DIRSYNC, __ATOMIC_SEQ_CST);
+  tl_set_hook(fault);
   CHECK_RC(mw_log_compacted(log, 30), SQLITE_IOERR_DIR_FSYNC);
-  mw_fault_hook = 0;
+  tl_set_hook(0);
   CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_IOERR_DIR_FSYNC);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   expect_log(30, 51);

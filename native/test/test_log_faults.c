@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mount.h>
 
 #define PS 4096
@@ -17,17 +18,25 @@
 static char dir[256], db[300], mnt[256];
 static int mounted;
 
-static int fail_op, fail_errno, fail_count; /* the hook fails fail_count calls of fail_op */
+/* The hook fails fail_count calls (-1: all) of fail_op with fail_errno. The log's
+** grower thread calls it too: the counters are atomic. */
+static int fail_op, fail_errno, fail_count;
 static int fault(int op, mw_fd fd) {
   (void)fd;
-  if (op == fail_op && fail_count != 0) {
-    if (fail_count > 0) fail_count--;
-    return fail_errno;
+  if (op != __atomic_load_n(&fail_op, __ATOMIC_SEQ_CST)) return 0;
+  int c = __atomic_load_n(&fail_count, __ATOMIC_SEQ_CST);
+  while (c != 0) {
+    if (c < 0 || __atomic_compare_exchange_n(&fail_count, &c, c - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      return __atomic_load_n(&fail_errno, __ATOMIC_SEQ_CST);
   }
   return 0;
 }
-static void arm(int op, int err, int count) { fail_op = op; fail_errno = err; fail_count = count; mw_fault_hook = fault; }
-static void disarm(void) { mw_fault_hook = 0; fail_count = 0; }
+static void arm(int op, int err, int count) {
+  __atomic_store_n(&fail_op, op, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fail_errno, err, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fail_count, count, __ATOMIC_SEQ_CST);
+}
+static void disarm(void) { __atomic_store_n(&fail_count, 0, __ATOMIC_SEQ_CST); }
 
 static void cleanup_mount(void) {
   if (mounted) { umount(mnt); mounted = 0; }
@@ -77,8 +86,15 @@ static void injected_enospc(void) {
 }
 
 static void real_tmpfs(void) {
+  /* A mount namespace of this process alone (it must have no threads yet): the tmpfs
+  ** disappears with the process however it ends, even killed. */
+  if (unshare(CLONE_NEWNS) != 0 || mount(0, "/", 0, MS_REC | MS_PRIVATE, 0) != 0) {
+    printf("tmpfs full-disk test skipped: no private mount namespace (%s)\n", strerror(errno));
+    return;
+  }
   snprintf(mnt, sizeof(mnt), "/tmp/mwlog-tmpfs.XXXXXX");
   CHECK(mkdtemp(mnt) != 0);
+  atexit(cleanup_mount);
   if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
     printf("tmpfs full-disk test skipped: mount not permitted (%s)\n", strerror(errno));
     rmdir(mnt);
@@ -86,7 +102,6 @@ static void real_tmpfs(void) {
     return;
   }
   mounted = 1;
-  atexit(cleanup_mount);
   char fdb[300], filler[300];
   snprintf(fdb, sizeof(fdb), "%s/f.db", mnt);
   snprintf(filler, sizeof(filler), "%s/filler", mnt);
@@ -129,7 +144,9 @@ static void sticky(int op, int err, int want) {
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
   CHECK_RC(commit_until_full(log, &epoch, 10), SQLITE_OK);
   uint64_t acked = epoch - 1;
-  arm(op, err, 1);
+  /* One failed sync is enough (whichever thread meets it, the log is poisoned); writes
+  ** fail until disarmed, as the grower's writes of zeros may meet the first one. */
+  arm(op, err, op == MW_OP_DATASYNC ? 1 : -1);
   CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), want);
   disarm();
   CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), want);          /* reserve fails */
@@ -186,10 +203,12 @@ static void abandoned(void) {
 }
 
 int main(void) {
+  alarm(120); /* a hang (a broken wake-up) fails the test instead of the CI run */
+  tl_set_hook(fault); /* installed once, before any log (and its grower) exists */
   tl_mkdir(dir, sizeof(dir), "mwlog-faults");
   snprintf(db, sizeof(db), "%s/f.db", dir);
+  real_tmpfs(); /* first: unshare needs a process without threads */
   injected_enospc();
-  real_tmpfs();
   sticky(MW_OP_DATASYNC, EIO, SQLITE_IOERR_FSYNC);
   sticky(MW_OP_WRITE, EIO, SQLITE_IOERR_WRITE);
   sticky(MW_OP_WRITE, ENOSPC, SQLITE_FULL); /* a write that fails for room is sticky too */

@@ -17,6 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Installs (or removes, with 0) the platform's fault hook: the log's grower thread
+** may be making file calls at the same time. */
+#define tl_set_hook(h) __atomic_store_n(&mw_fault_hook, (mw_fault_hook_fn)(h), __ATOMIC_SEQ_CST)
+
 /* A fresh directory under /tmp (a real disk), or under /dev/shm when memory will do
 ** and it exists (tests that reopen the log hundreds of times: no sync costs there);
 ** removed with everything in it by tl_rmdir. */
