@@ -27,6 +27,9 @@ const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
 const QUERY_CACHE_MAX = 256;
 
 /** Options of a custom scalar function. */
+/** Busy timeout of the PRAGMAs run while opening (ms). */
+const SETUP_BUSY_MS = 5000;
+
 export interface FunctionOptions {
   /** Same arguments, same result (lets SQLite use it in indexes and optimize it). */
   deterministic?: boolean;
@@ -148,9 +151,12 @@ export class Database {
     }
     this.#db = db;
     try {
-      s.sqlite3_busy_timeout(db, o.busyTimeout);
+      // The setup PRAGMAs may meet another connection that is opening or recovering the
+      // same file: they wait at least SETUP_BUSY_MS whatever the user's timeout is.
+      s.sqlite3_busy_timeout(db, Math.max(o.busyTimeout, SETUP_BUSY_MS));
       if (!o.readonly && !memory) this.#execScript("PRAGMA journal_mode=WAL");
       this.#execScript("PRAGMA synchronous=FULL");
+      s.sqlite3_busy_timeout(db, o.busyTimeout);
     } catch (e) {
       this.close();
       throw e;

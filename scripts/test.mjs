@@ -4,24 +4,10 @@
 // To add a step, add an entry to STEPS: { name, cmd: [program, ...args] } (a function
 // returning the array is fine when the program has to be found first).
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { root } from "./bootstrap.mjs";
 
 const bin = (name) => join(root, "node_modules", ".bin", name);
-
-// npm installs Bun's real binary in a per-platform package; node_modules/.bin/bun is a
-// placeholder until Bun's postinstall (which --ignore-scripts skips) replaces it.
-function bunBinary() {
-  const arch = process.arch;
-  const os = process.platform === "win32" ? "windows" : process.platform;
-  const exe = process.platform === "win32" ? "bun.exe" : "bun";
-  for (const variant of ["", "-musl", "-baseline", "-musl-baseline"]) {
-    const p = join(root, "node_modules", "@oven", `bun-${os}-${arch}${variant}`, "bin", exe);
-    if (existsSync(p)) return p;
-  }
-  return bin("bun");
-}
 
 const STEPS = [
   { name: "bootstrap", cmd: ["node", "scripts/bootstrap.mjs"] },
@@ -34,8 +20,11 @@ const STEPS = [
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
   { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },
   { name: "lint lib/ (deno lint)", cmd: () => [bin("deno"), "lint", "lib"] },
-  { name: "vitest under Bun", cmd: () => [bunBinary(), "--bun", bin("vitest"), "run"], vitest: true },
+  { name: "vitest under Bun", cmd: () => [bin("bun"), "--bun", bin("vitest"), "run"], vitest: true },
   { name: "vitest under Deno", cmd: () => [bin("deno"), "run", "-A", "npm:vitest", "run"], vitest: true },
+  { name: "type check bench/", cmd: () => [bin("tsc"), "-p", "bench"] },
+  { name: "lint bench/ts (deno lint)", cmd: () => [bin("deno"), "lint", "bench/ts"] },
+  { name: "benchmark smoke (bench/smoke.sh)", cmd: ["bash", "bench/smoke.sh"] },
 ];
 
 const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, "");
@@ -85,7 +74,6 @@ console.log("\n=== summary");
 for (const d of done) console.log(`  ok    ${d}`);
 if (failed) console.log(`  FAIL  ${failed.step.name} (exit ${failed.code})${failed.detail}`);
 const notRun = STEPS.length - done.length - (failed ? 1 : 0);
-console.log(
-  `${done.length} passed, ${failed ? 1 : 0} failed${notRun ? `, ${notRun} not run` : ""} (steps) in ${total} s`,
-);
+console.log(`${notRun ? `${notRun} steps not run; ` : ""}${total} s in all`);
+console.log(`steps: ${done.length} passed, ${failed ? 1 : 0} failed`);
 process.exit(failed ? 1 : 0);

@@ -60,7 +60,9 @@ describe("Workers writing one database", () => {
       expect(r.calls).toBe(rounds * 2);
       // Each retry is one more attempt: the counters agree with each other.
       expect(r.attempts - r.calls).toBe(r.retries);
-      if (r.engine) expect(r.commits).toBeGreaterThanOrEqual(rounds * 2);
+      // Every increment changes a page; a transfer of 0 does not (SQLite skips writing a
+      // cell whose bytes are unchanged, so nothing is committed).
+      if (r.engine) expect(r.commits).toBeGreaterThanOrEqual(rounds);
     }
     const retries = results.reduce((s, r) => s + r.retries, 0);
     const most = Math.max(...results.map((r) => r.most));
