@@ -1,18 +1,19 @@
 /* crash_powerloss.h: power loss for the engine's files, inside one test process.
 **
 ** Included by test_crash.c only (it defines libc's pwritev, pwrite, pread, fdatasync,
-** fsync, ftruncate, fstat and close for the whole program). While pl_active is set,
-** writes to a file whose name contains "-mw" (the log "<db>-mw" and its
-** "<db>-mw.tmp") or ends with pl_db_suffix (the database file, which the compactor
-** writes through SQLite's unix VFS with pwrite) are kept in memory and reach the file
-** only when the program syncs that file (fdatasync/fsync on any descriptor of the
-** same inode). A process killed before the sync loses them, as a machine losing power
-** loses what was never synced; a plain SIGKILL would not (the kernel's page cache
-** keeps what was written). Reads and size queries see the pending writes laid over
-** the file without applying them. Truncation and close of the file first apply what
-** is pending, in order: that can only make the file more complete than a real power
-** loss would, never less, so a correct engine never fails because of the shim. Other files (SQLite's -wal and -shm, pipes) pass through. Renames and
-** directory syncs are not modelled (a rename is durable at once).
+** fsync, ftruncate, fstat, their *64 names, and close for the whole program).
+** While pl_active is set, writes to a file whose name contains "-mw" (the log
+** "<db>-mw" and its "<db>-mw.tmp") or ends with pl_db_suffix (the database file, which
+** the compactor writes through SQLite's unix VFS) are kept in memory and reach the
+** file only when the program syncs that file (fdatasync/fsync on any descriptor of
+** the same inode). A process killed before the sync loses them, as a machine losing
+** power loses what was never synced; a plain SIGKILL would not (the kernel's page
+** cache keeps what was written). Reads and size queries see the pending writes laid
+** over the file without applying them. Truncation and close of the file first apply
+** what is pending, in order: that can only make the file more complete than a real
+** power loss would, never less, so a correct engine never fails because of the shim.
+** Other files (SQLite's -wal and -shm, pipes) pass through. Renames and directory
+** syncs are not modelled (a rename is durable at once).
 ** Every call outside the shim goes to the kernel with syscall(2): no libc wrapper and
 ** no sanitizer interceptor is involved.
 */
@@ -229,6 +230,17 @@ int fstat(int fd, struct stat *st) {
   pthread_mutex_unlock(&pl_mu);
   return 0;
 }
+
+/* SQLite compiles with _FILE_OFFSET_BITS=64, so its calls go to the *64 names. On
+** 64-bit Linux off64_t is off_t and struct stat64 has the layout of struct stat. */
+#if defined(__LP64__)
+ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off) { return pwrite(fd, buf, n, off); }
+ssize_t pread64(int fd, void *buf, size_t n, off64_t off) { return pread(fd, buf, n, off); }
+int ftruncate64(int fd, off64_t size) { return ftruncate(fd, size); }
+int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
+#else
+#error "crash_powerloss.h: 64-bit Linux only (SQLite's *64 calls need their own wrappers)"
+#endif
 
 int close(int fd) {
   if (pl_active) {
