@@ -472,6 +472,11 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
       rc = mw_file_truncate(log->fd, end, 0);
       if (rc == SQLITE_OK) rc = mw_file_sync(log->fd, 0);
       if (rc == SQLITE_OK) rc = mw_dir_sync(log->path, 0);
+    } else if (rc == SQLITE_OK && log->last_epoch > log->base) {
+      /* The replayed records may have been written but never synced (a process that
+      ** ran with synchronous=NORMAL and died): make them durable before anything,
+      ** such as a compaction of the database file, comes to depend on them. */
+      rc = mw_file_sync(log->fd, 0);
     }
   }
   if (rc != SQLITE_OK) {

@@ -24,11 +24,35 @@
 /* A fresh directory under /tmp (a real disk), or under /dev/shm when memory will do
 ** and it exists (tests that reopen the log hundreds of times: no sync costs there);
 ** removed with everything in it by tl_rmdir. */
+static inline void tl_rmdir(const char *dir);
+
+/* Directories made by tl_mkdir: removed at exit too, so that a failing CHECK (exit)
+** leaves nothing behind. */
+static char tl_dirs[4][256];
+static inline void tl_rmdirs_at_exit(void) {
+  for (int i = 0; i < 4; i++) {
+    if (tl_dirs[i][0]) tl_rmdir(tl_dirs[i]);
+  }
+}
+
+static inline void tl_remember(const char *dir) {
+  static int registered;
+  if (!registered) registered = atexit(tl_rmdirs_at_exit) == 0;
+  for (int i = 0; i < 4; i++) {
+    if (!tl_dirs[i][0]) {
+      snprintf(tl_dirs[i], sizeof(tl_dirs[i]), "%s", dir);
+      return;
+    }
+  }
+}
+
 static inline void tl_mkdir_in(char *out, size_t n, const char *name, int memory_ok) {
   snprintf(out, n, "/dev/shm/%s.XXXXXX", name);
-  if (memory_ok && mkdtemp(out) != 0) return;
-  snprintf(out, n, "/tmp/%s.XXXXXX", name);
-  CHECK(mkdtemp(out) != 0);
+  if (!(memory_ok && mkdtemp(out) != 0)) {
+    snprintf(out, n, "/tmp/%s.XXXXXX", name);
+    CHECK(mkdtemp(out) != 0);
+  }
+  tl_remember(out);
 }
 static inline void tl_mkdir(char *out, size_t n, const char *name) { tl_mkdir_in(out, n, name, 0); }
 
