@@ -13,6 +13,9 @@ const STEPS = [
   { name: "bootstrap", cmd: ["node", "scripts/bootstrap.mjs"] },
   { name: "zig build", cmd: ["node", "scripts/zig.mjs", "build"] },
   { name: "C tests (zig build test)", cmd: ["node", "scripts/zig.mjs", "build", "test"] },
+  // Every C test again under ASan+UBSan and under TSan (Debian's clang; sqlite3.o is kept
+  // in zig-out/sanitize between runs).
+  { name: "sanitizers (ASan+UBSan, TSan)", cmd: ["bash", "scripts/sanitize.sh"] },
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
   { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },
