@@ -51,6 +51,12 @@ typedef struct { mw_log *log; } arg_t;
 static void *committer(void *p) {
   mw_log *log = ((arg_t *)p)->log;
   for (int i = 0; i < PER_THREAD; i++) {
+    /* At each quarter wait (10 s at most) until the compactor switched the log again,
+    ** so that several switches happen under committers however fast the disk is. */
+    if (i > 0 && i % (PER_THREAD / 4) == 0) {
+      int want = i / (PER_THREAD / 4);
+      for (int w = 0; w < 20000 && __atomic_load_n(&compactions, __ATOMIC_SEQ_CST) < want; w++) mw_sleep_us(500);
+    }
     tl_rec r;
     uint64_t max = mw_log_record_size(log, MAXP);
     if (mw_log_reserve(log, max) != SQLITE_OK) { __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST); continue; }
