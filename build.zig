@@ -178,22 +178,243 @@ pub fn build(b: *std.Build) void {
         }
     } else |_| {}
 
-    // Every release target, then the artifact checks.
+    addRelease(b);
+}
+
+// ---------------------------------------------------------------------------
+// Release: every target of release_targets, plus Android and iOS. Owned by
+// release/ (see release/README.md); the host build above does not depend on it.
+
+/// Targets zig 0.14.1 has no libc for. Without an SDK they get a compile-only check
+/// against stand-in headers that zig ships (musl for Android, the macOS SDK headers
+/// for iOS); with -Dandroid-ndk / -Dios-sdk / -Dios-simulator-sdk they are built and
+/// checked like the others. Android API 24 and iOS 14.0 are the first with pwritev.
+const Sdk = enum { android, ios, ios_simulator };
+const mobile_targets = [_]struct { name: []const u8, triple: []const u8, sdk: Sdk, ndk_triple: []const u8 = "" }{
+    .{ .name = "android-arm64", .triple = "aarch64-linux-android.24", .sdk = .android, .ndk_triple = "aarch64-linux-android" },
+    .{ .name = "android-x64", .triple = "x86_64-linux-android.24", .sdk = .android, .ndk_triple = "x86_64-linux-android" },
+    .{ .name = "ios-arm64", .triple = "aarch64-ios.14.0", .sdk = .ios },
+    .{ .name = "ios-arm64-simulator", .triple = "aarch64-ios.14.0-simulator", .sdk = .ios_simulator },
+};
+
+/// Adds flags to every C source of a module (after the ones addModule chose).
+fn appendCFlags(b: *std.Build, mod: *std.Build.Module, extra: []const []const u8) void {
+    for (mod.link_objects.items) |lo| switch (lo) {
+        .c_source_file => |f| f.flags = joinFlags(b, &.{ f.flags, extra }),
+        .c_source_files => |f| f.flags = joinFlags(b, &.{ f.flags, extra }),
+        else => {},
+    };
+}
+
+/// Apple platforms mark each call with the OS version that introduced it: a call
+/// newer than the minimum version would fail to bind at load time, so it is an error.
+fn appleFlags(b: *std.Build, mod: *std.Build.Module) void {
+    if (mod.resolved_target.?.result.os.tag.isDarwin()) appendCFlags(b, mod, &.{"-Werror=unguarded-availability-new"});
+}
+
+/// The module of sqlite3.c alone, with the flags addModule gives it (the engine
+/// sources it also adds are dropped: they go into each library's own module).
+fn sqliteOnlyModule(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode) *std.Build.Module {
+    const mod = addModule(b, target, optimize, true, false);
+    var kept: usize = 0;
+    var found = false;
+    for (mod.link_objects.items) |lo| {
+        switch (lo) {
+            .c_source_files => continue,
+            .c_source_file => |f| found = found or std.mem.endsWith(u8, f.file.getDisplayName(), "sqlite3.c"),
+            else => {},
+        }
+        mod.link_objects.items[kept] = lo;
+        kept += 1;
+    }
+    if (!found) @panic("release: addModule no longer adds native/sqlite/sqlite3.c as one file");
+    mod.link_objects.shrinkRetainingCapacity(kept);
+    return mod;
+}
+
+/// Builds the three artifacts of one release target into zig-out/release/<name>/.
+/// sqlite3.c is compiled once into an object that both the shared and the static
+/// library take (it is most of the build time; COFF cannot merge several sources
+/// into one object, so the engine sources are compiled per library). Release
+/// artifacts carry no debug information.
+fn addReleaseTarget(b: *std.Build, name: []const u8, target: std.Build.ResolvedTarget, libc_file: ?std.Build.LazyPath, check: *std.Build.Step.Run) void {
+    const optimize: std.builtin.OptimizeMode = .ReleaseFast;
+    const sqlite_mod = sqliteOnlyModule(b, target, optimize);
+    sqlite_mod.strip = true;
+    const sqlite_obj = b.addObject(.{ .name = "sqlite3", .root_module = sqlite_mod });
+
+    var mods: [3]*std.Build.Module = undefined;
+    for (&mods, [_]bool{ false, true, false }) |*m, extension| {
+        m.* = addModule(b, target, optimize, false, extension);
+        m.*.strip = true;
+        appleFlags(b, m.*);
+        if (!extension) m.*.addObject(sqlite_obj);
+    }
+    const shared_mod = mods[0];
+    const ext_mod = mods[1];
+    const static_mod = mods[2];
+
+    const arts = [_]*std.Build.Step.Compile{
+        b.addLibrary(.{ .linkage = .dynamic, .name = "mwsqlite3", .root_module = shared_mod }),
+        b.addLibrary(.{ .linkage = .dynamic, .name = "multiwriter", .root_module = ext_mod }),
+        b.addLibrary(.{ .linkage = .static, .name = "mwsqlite3", .root_module = static_mod }),
+    };
+    if (libc_file) |f| sqlite_obj.setLibCFile(f);
+    const dest: std.Build.Step.InstallArtifact.Options = .{
+        .dest_dir = .{ .override = .{ .custom = b.fmt("release/{s}", .{name}) } },
+        .implib_dir = .disabled,
+        .pdb_dir = .disabled,
+        .h_dir = .disabled,
+    };
+    for (arts) |art| {
+        if (libc_file) |f| art.setLibCFile(f);
+        check.step.dependOn(&b.addInstallArtifact(art, dest).step);
+    }
+    check.addArg(name);
+}
+
+/// A zig libc file for an SDK sysroot (the format of `zig libc`).
+fn libcFile(b: *std.Build, name: []const u8, include_dir: []const u8, sys_include_dir: []const u8, crt_dir: []const u8) std.Build.LazyPath {
+    const wf = b.addWriteFiles();
+    return wf.add(b.fmt("libc-{s}.txt", .{name}), b.fmt(
+        "include_dir={s}\nsys_include_dir={s}\ncrt_dir={s}\nmsvc_lib_dir=\nkernel32_lib_dir=\ngcc_dir=\n",
+        .{ include_dir, sys_include_dir, crt_dir },
+    ));
+}
+
+/// The sysroot inside an Android NDK: toolchains/llvm/prebuilt/<host>/sysroot.
+fn ndkSysroot(b: *std.Build, ndk: []const u8) []const u8 {
+    for ([_][]const u8{ "linux-x86_64", "darwin-x86_64", "windows-x86_64" }) |host| {
+        const p = b.pathJoin(&.{ ndk, "toolchains", "llvm", "prebuilt", host, "sysroot" });
+        std.fs.cwd().access(p, .{}) catch continue;
+        return p;
+    }
+    std.debug.panic("-Dandroid-ndk={s}: no toolchains/llvm/prebuilt/<host>/sysroot in it", .{ndk});
+}
+
+/// Compiles SQLite and the engine for a target zig has no libc for, against
+/// headers zig ships as a stand-in. It proves the sources compile for the
+/// architecture and the OS's code paths (e.g. availability of calls on iOS); it
+/// links nothing and produces no release artifact.
+fn addStandInCheck(b: *std.Build, name: []const u8, target: std.Build.ResolvedTarget, sdk: Sdk, step: *std.Build.Step) void {
+    const t = target.result;
+    const inc = b.pathJoin(&.{ b.graph.zig_lib_directory.path orelse ".", "libc", "include" });
+    const arch_dir: []const u8 = switch (t.cpu.arch) {
+        .aarch64 => "aarch64",
+        .x86_64 => "x86_64",
+        else => @panic("stand-in check: unsupported architecture"),
+    };
+    const dirs: []const []const u8 = switch (sdk) {
+        .android => &.{ b.fmt("{s}-linux-musl", .{arch_dir}), "generic-musl", b.fmt("{s}-linux-any", .{if (t.cpu.arch == .x86_64) "x86" else arch_dir}), "any-linux-any" },
+        .ios, .ios_simulator => &.{"any-macos-any"},
+    };
+    for ([_]bool{ false, true }) |extension| {
+        // Debug without sanitizers: the fastest compile that still type-checks all.
+        const mod = addModule(b, target, .Debug, !extension, extension);
+        mod.link_libc = false;
+        mod.sanitize_c = false;
+        appleFlags(b, mod);
+        for (dirs) |d| mod.addSystemIncludePath(.{ .cwd_relative = b.pathJoin(&.{ inc, d }) });
+        const obj = b.addObject(.{ .name = b.fmt("{s}-{s}", .{ name, if (extension) "extension" else "library" }), .root_module = mod });
+        step.dependOn(&obj.step);
+    }
+}
+
+fn addRelease(b: *std.Build) void {
+    const android_ndk = b.option([]const u8, "android-ndk", "Android NDK folder: build the Android release targets with its sysroot");
+    const ios_sdk = b.option([]const u8, "ios-sdk", "iPhoneOS.sdk folder: build the iOS device release target with it");
+    const ios_sim_sdk = b.option([]const u8, "ios-simulator-sdk", "iPhoneSimulator.sdk folder: build the iOS simulator release target with it");
+
     const release_step = b.step("release", "Build every release target and check the artifacts");
-    const check = b.addSystemCommand(&.{ "node", "release/check-artifacts.mjs", "zig-out/release" });
+    const mobile_step = b.step("mobile-check", "Compile-only check of the Android and iOS targets that have no SDK given");
+    const check = b.addSystemCommand(&.{"node"});
+    check.addFileArg(b.path("release/check-artifacts.mjs"));
+    check.addArg(b.getInstallPath(.prefix, "release"));
+    check.setCwd(b.path("."));
+    check.has_side_effects = true;
+
     for (release_targets) |rt| {
         const query = std.Target.Query.parse(.{ .arch_os_abi = rt.triple }) catch @panic("bad release triple");
-        const a = addArtifacts(b, b.resolveTargetQuery(query), .ReleaseFast);
-        const dest: std.Build.Step.InstallArtifact.Options = .{
-            .dest_dir = .{ .override = .{ .custom = b.fmt("release/{s}", .{rt.name}) } },
-            .implib_dir = .disabled,
-            .pdb_dir = .disabled,
-            .h_dir = .disabled,
+        addReleaseTarget(b, rt.name, b.resolveTargetQuery(query), null, check);
+    }
+
+    for (mobile_targets) |mt| {
+        const query = std.Target.Query.parse(.{ .arch_os_abi = mt.triple }) catch @panic("bad mobile triple");
+        const target = b.resolveTargetQuery(query);
+        const libc: ?std.Build.LazyPath = switch (mt.sdk) {
+            .android => if (android_ndk) |ndk| blk: {
+                const sysroot = ndkSysroot(b, ndk);
+                const api = target.result.os.version_range.linux.android;
+                break :blk libcFile(
+                    b,
+                    mt.name,
+                    b.pathJoin(&.{ sysroot, "usr", "include" }),
+                    b.pathJoin(&.{ sysroot, "usr", "include", mt.ndk_triple }),
+                    b.pathJoin(&.{ sysroot, "usr", "lib", mt.ndk_triple, b.fmt("{d}", .{api}) }),
+                );
+            } else null,
+            .ios, .ios_simulator => if (if (mt.sdk == .ios) ios_sdk else ios_sim_sdk) |sdk| libcFile(
+                b,
+                mt.name,
+                b.pathJoin(&.{ sdk, "usr", "include" }),
+                b.pathJoin(&.{ sdk, "usr", "include" }),
+                b.pathJoin(&.{ sdk, "usr", "lib" }),
+            ) else null,
         };
-        for ([_]*std.Build.Step.Compile{ a.shared, a.extension, a.static }) |art| {
-            const inst = b.addInstallArtifact(art, dest);
-            check.step.dependOn(&inst.step);
+        if (libc) |f| {
+            addReleaseTarget(b, mt.name, target, f, check);
+        } else {
+            addStandInCheck(b, mt.name, target, mt.sdk, mobile_step);
         }
     }
     release_step.dependOn(&check.step);
+    release_step.dependOn(mobile_step);
+
+    addPlatformTests(b);
+}
+
+/// The release's own test programs:
+///   platform-test   release/test/platform_test.c against the host's platform.h
+///                   implementation, run;
+///   release-tests   into zig-out/release-test/: platform_test.exe (platform_win.c),
+///                   dll_smoke.exe and the host's dll_smoke, which load released
+///                   libraries at run time (release/check.mjs runs them, the Windows
+///                   ones under Wine when it is installed).
+fn addPlatformTests(b: *std.Build) void {
+    const host_step = b.step("platform-test", "Build and run the platform.h contract test on the host");
+    const tests_step = b.step("release-tests", "Build the release test programs into zig-out/release-test/");
+    const win = b.resolveTargetQuery(std.Target.Query.parse(.{ .arch_os_abi = "x86_64-windows-gnu" }) catch unreachable);
+    const dest: std.Build.Step.InstallArtifact.Options = .{ .dest_dir = .{ .override = .{ .custom = "release-test" } }, .pdb_dir = .disabled };
+    for ([_]std.Build.ResolvedTarget{ b.graph.host, win }) |target| {
+        const t = target.result;
+        const windows = t.os.tag == .windows;
+        const glibc = t.os.tag == .linux and t.abi.isGnu();
+        const platform = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
+        const smoke = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
+        for ([_]*std.Build.Module{ platform, smoke }) |m| {
+            m.addIncludePath(b.path("native/include"));
+            m.addIncludePath(b.path("native/src"));
+            m.addIncludePath(b.path("native/sqlite"));
+        }
+        platform.addCSourceFiles(.{
+            .files = &.{ "release/test/platform_test.c", if (windows) "native/src/platform_win.c" else "native/src/platform_posix.c" },
+            .flags = &engine_flags,
+        });
+        smoke.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });
+        if (glibc) {
+            platform.linkSystemLibrary("pthread", .{});
+            smoke.linkSystemLibrary("dl", .{});
+        }
+        const platform_exe = b.addExecutable(.{ .name = "platform_test", .root_module = platform });
+        const smoke_exe = b.addExecutable(.{ .name = "dll_smoke", .root_module = smoke });
+        tests_step.dependOn(&b.addInstallArtifact(smoke_exe, dest).step);
+        if (windows) {
+            tests_step.dependOn(&b.addInstallArtifact(platform_exe, dest).step);
+        } else {
+            const run = b.addRunArtifact(platform_exe);
+            _ = run.addOutputDirectoryArg("scratch"); // where the test creates and deletes its files
+            run.has_side_effects = true;
+            host_step.dependOn(&run.step);
+        }
+    }
 }

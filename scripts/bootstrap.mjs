@@ -27,12 +27,17 @@ function lockHash() {
   return createHash("sha256").update(readFileSync(join(root, "package-lock.json"))).digest("hex");
 }
 
+function runs(bin) {
+  const r = spawnSync(join(root, "node_modules", ".bin", bin), ["--version"], { encoding: "utf8" });
+  return r.status === 0;
+}
+
 function npmIsCurrent() {
   if (!existsSync(lockMarker) || readFileSync(lockMarker, "utf8") !== lockHash()) return false;
   for (const bin of ["bun", "deno", "vitest", "tsc"]) {
     if (!existsSync(join(root, "node_modules", ".bin", bin))) return false;
   }
-  return true;
+  return runs("bun") && runs("deno");
 }
 
 function zigIsCurrent() {
@@ -46,6 +51,9 @@ export function bootstrap() {
     // script has to run (npm 11 does not run them unless allowed). `npm install` follows the
     // lock file; `npm ci` trips over an optional dependency of vite that npm leaves out of it.
     run("npm", ["install", "--no-audit", "--no-fund", "--ignore-scripts"]);
+    // Bun's own postinstall only swaps its placeholder for the binary of the platform
+    // package that npm already installed: run it ourselves (no download).
+    run("node", ["node_modules/bun/install.js"]);
     writeFileSync(lockMarker, lockHash());
   }
   if (!zigIsCurrent()) {

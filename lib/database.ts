@@ -1,0 +1,621 @@
+// lib/database.ts: a connection. Opening (options -> URI, defaults), statements and their
+// cache, scripts, transactions with savepoints and the retry of lost commits, custom
+// functions, extensions, serialize/deserialize, file controls, the engine's counters,
+// and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
+import { SQLITE_BUSY, SQLITE_OK } from "./codes.ts";
+import { SQLiteError } from "./error.ts";
+import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
+import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
+import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
+import { cstr, misuse, readValue, setResult, type SQLValue } from "./values.ts";
+
+const OPEN_READONLY = 0x1;
+const OPEN_READWRITE = 0x2;
+const OPEN_CREATE = 0x4;
+const OPEN_URI = 0x40;
+const OPEN_NOMUTEX = 0x8000;
+const OPEN_EXRESCODE = 0x02000000;
+const PREPARE_PERSISTENT = 0x1;
+const UTF8 = 1;
+const DETERMINISTIC = 0x800;
+const DIRECTONLY = 0x80000;
+const INNOCUOUS = 0x200000;
+const DESERIALIZE_FREEONCLOSE = 1;
+const DESERIALIZE_RESIZEABLE = 2;
+const DESERIALIZE_READONLY = 4;
+const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
+const QUERY_CACHE_MAX = 256;
+
+/** Options of a custom scalar function. */
+export interface FunctionOptions {
+  /** Same arguments, same result (lets SQLite use it in indexes and optimize it). */
+  deterministic?: boolean;
+  /** Only callable from top-level SQL, not from views, triggers or schema. */
+  directOnly?: boolean;
+  /** Harmless when called from untrusted schema. */
+  innocuous?: boolean;
+  /** Any number of arguments (otherwise fn.length). */
+  varargs?: boolean;
+}
+
+/** A transaction function made by db.transaction(fn), plus its variants. */
+export interface TransactionFunction<A extends unknown[], R> {
+  (...args: A): R;
+  /** BEGIN DEFERRED (the default). */
+  deferred: (...args: A) => R;
+  /** BEGIN IMMEDIATE. */
+  immediate: (...args: A) => R;
+  /** BEGIN EXCLUSIVE. */
+  exclusive: (...args: A) => R;
+}
+
+/** The engine's counters for a connection (see native/include/multiwriter.h). */
+export interface EngineStats {
+  /** The connection runs on the multi-writer engine. */
+  engine: boolean;
+  snapshotEpoch: number;
+  commitEpoch: number;
+  commits: number;
+  /** Commits refused, all kinds together. */
+  conflicts: number;
+  conflictWrite: number;
+  conflictRead: number;
+  conflictSchema: number;
+  conflictFull: number;
+  logBytes: number;
+  compactions: number;
+  visibleEpoch: number;
+  pinnedVersions: number;
+  relocations: number;
+  merges: number;
+  turns: number;
+  relocateRefused: number;
+  /** Transactions run again by transaction() on this connection. */
+  retries: number;
+  /** Attempts of the last transaction() call (1 = no retry). */
+  lastTransactionAttempts: number;
+  /** Every slot of the engine's array, including ones added after this version. */
+  raw: number[];
+}
+
+type Mode = "deferred" | "immediate" | "exclusive";
+
+function sleep(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Jittered exponential backoff: 5 us doubling up to 2 ms, a random point in the upper half. */
+export function backoffMs(attempt: number): number {
+  const cap = Math.min(0.005 * 2 ** Math.min(attempt - 1, 20), 2);
+  return cap / 2 + Math.random() * (cap / 2);
+}
+
+function isBusy(e: unknown): boolean {
+  return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
+}
+
+export class Database {
+  readonly #f: Ffi;
+  // What statements see of the connection (kept off the public surface).
+  readonly #conn: Connection;
+  readonly #options: ReturnType<typeof resolveOptions>;
+  #db: Ptr | null = null;
+  readonly #path: string;
+  readonly #statements = new Set<Statement<object>>();
+  readonly #cache = new Map<string, Statement<object>>();
+  readonly #internal = new Map<string, Statement<object>>();
+  readonly #callbacks: NativeCallback[] = [];
+  #pending: unknown = undefined;
+  #inCallback = 0;
+  #depth = 0;
+  #retries = 0;
+  #lastAttempts = 0;
+
+  /**
+   * Opens (and by default creates) a database. `path` is a file path, a file: URL, or
+   * ":memory:". Journal mode WAL, synchronous=FULL and a busy timeout are set.
+   */
+  constructor(path: string | URL = ":memory:", options: DatabaseOptions = {}) {
+    const o = resolveOptions(options);
+    this.#options = o;
+    this.#f = loadFfi(o.libraryPath);
+    this.#conn = {
+      ffi: this.#f,
+      strict: o.strict,
+      safeIntegers: o.safeIntegers,
+      handle: () => this.#handle(),
+      error: (rc, sql) => this.#error(rc, sql),
+      forget: (stmt) => this.#statements.delete(stmt),
+    };
+    const file = toFilePath(path);
+    if (typeof file !== "string") throw new TypeError("sqlite-multiwriter: the path must be a string or URL");
+    this.#path = file;
+    const memory = isMemoryPath(file);
+    const params: [string, string][] = [];
+    if (o.multiwriter && !memory) params.push(["vfs", "multiwriter"], ...o.engineParams);
+    const uri = toUri(file, params);
+    const flags = (o.readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
+      OPEN_URI | OPEN_NOMUTEX | OPEN_EXRESCODE;
+    const s = this.#f.sym;
+    const cell = new BigUint64Array(1);
+    const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
+    const db = this.#f.outPtr(cell);
+    if (rc !== SQLITE_OK) {
+      const message = this.#f.isNull(db) ? this.#f.cstring(s.sqlite3_errstr(rc)) : this.#f.cstring(s.sqlite3_errmsg(db));
+      const code = this.#f.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
+      if (!this.#f.isNull(db)) s.sqlite3_close_v2(db);
+      throw new SQLiteError(`cannot open ${file}: ${message}`, code);
+    }
+    this.#db = db;
+    try {
+      s.sqlite3_busy_timeout(db, o.busyTimeout);
+      if (!o.readonly && !memory) this.#execScript("PRAGMA journal_mode=WAL");
+      this.#execScript("PRAGMA synchronous=FULL");
+    } catch (e) {
+      this.close();
+      throw e;
+    }
+  }
+
+  // ---- the connection as statements see it ----
+
+  #handle(): Ptr {
+    if (this.#db === null) throw misuse("the database is closed");
+    return this.#db;
+  }
+
+  #error(rc: number, sql?: string): Error {
+    if (this.#pending !== undefined) {
+      const e = this.#pending;
+      this.#pending = undefined;
+      if (e instanceof Error) return e;
+      return new Error(String(e));
+    }
+    const s = this.#f.sym;
+    const db = this.#db;
+    if (db === null) return misuse("the database is closed", sql);
+    const ext = s.sqlite3_extended_errcode(db);
+    const code = (ext & 0xff) === (rc & 0xff) ? ext : rc;
+    const message = this.#f.cstring(s.sqlite3_errmsg(db));
+    return new SQLiteError(message, code, sql, s.sqlite3_error_offset(db));
+  }
+
+  // ---- properties ----
+
+  /** The path given to the constructor. */
+  get filename(): string {
+    return this.#path;
+  }
+
+  /** False after close(). */
+  get open(): boolean {
+    return this.#db !== null;
+  }
+
+  /** True while a transaction is open. */
+  get inTransaction(): boolean {
+    return this.#f.sym.sqlite3_get_autocommit(this.#handle()) === 0;
+  }
+
+  /** True when no transaction is open (the @db/sqlite name). */
+  get autocommit(): boolean {
+    return !this.inTransaction;
+  }
+
+  /** The rowid of the last row inserted. */
+  get lastInsertRowid(): number | bigint {
+    const v = this.#f.sym.sqlite3_last_insert_rowid(this.#handle());
+    return this.#options.safeIntegers ? BigInt(v) : v;
+  }
+
+  /** Alias of lastInsertRowid (the @db/sqlite name). */
+  get lastInsertRowId(): number | bigint {
+    return this.lastInsertRowid;
+  }
+
+  /** Rows changed by the last INSERT, UPDATE or DELETE. */
+  get changes(): number {
+    return Number(this.#f.sym.sqlite3_changes64(this.#handle()));
+  }
+
+  /** Rows changed since the connection opened. */
+  get totalChanges(): number {
+    return Number(this.#f.sym.sqlite3_total_changes64(this.#handle()));
+  }
+
+  /** Attempts of the last transaction() call (1 when it committed at once). */
+  get lastTransactionAttempts(): number {
+    return this.#lastAttempts;
+  }
+
+  /** Transactions run again by transaction() since the connection opened. */
+  get transactionRetries(): number {
+    return this.#retries;
+  }
+
+  // ---- statements ----
+
+  #prepareHandle(sql: string, flags: number): Ptr {
+    if (typeof sql !== "string") throw new TypeError("sqlite-multiwriter: SQL must be a string");
+    const f = this.#f;
+    const db = this.#handle();
+    const bytes = new TextEncoder().encode(sql + "\0");
+    const n = bytes.length - 1;
+    const stmtCell = new BigUint64Array(1);
+    const tailCell = new BigUint64Array(1);
+    const base = f.addressOf(bytes); // taken before the call: pins the bytes in Bun
+    const rc = f.sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
+    if (rc !== SQLITE_OK) throw this.#error(rc, sql);
+    const stmt = f.outPtr(stmtCell);
+    if (f.isNull(stmt)) throw misuse("the SQL holds no statement", sql);
+    const tail = Number(f.address(f.outPtr(tailCell)) - base);
+    if (tail >= 0 && tail < n && /\S/.test(new TextDecoder().decode(bytes.subarray(tail, n)))) {
+      // Something follows: only comments are allowed, a second statement is a mistake.
+      const restCell = new BigUint64Array(1);
+      const rest = bytes.subarray(tail);
+      const rc2 = f.sym.sqlite3_prepare_v3(db, rest, n - tail, 0, restCell, null);
+      const second = f.outPtr(restCell);
+      if (!f.isNull(second)) f.sym.sqlite3_finalize(second);
+      if (rc2 !== SQLITE_OK || !f.isNull(second)) {
+        f.sym.sqlite3_finalize(stmt);
+        throw misuse("prepare() and query() take one statement; use exec() for a script", sql);
+      }
+    }
+    return stmt;
+  }
+
+  /** A new prepared statement (finalize it, or let close() do it). */
+  prepare<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
+    const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, 0), sql);
+    this.#statements.add(stmt);
+    return stmt;
+  }
+
+  /** A prepared statement cached by its SQL (the same object for the same SQL). */
+  query<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
+    const hit = this.#cache.get(sql);
+    if (hit !== undefined && !hit.finalized) return hit as unknown as Statement<Row>;
+    this.#handle();
+    const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
+    this.#statements.add(stmt);
+    if (this.#cache.size >= QUERY_CACHE_MAX) {
+      // Forget the oldest entry (it stays usable by whoever holds it; close() finalizes it).
+      const oldest = this.#cache.keys().next().value;
+      if (oldest !== undefined) this.#cache.delete(oldest);
+    }
+    this.#cache.set(sql, stmt);
+    return stmt;
+  }
+
+  #execScript(sql: string): void {
+    const rc = this.#f.sym.sqlite3_exec(this.#handle(), cstr(sql), this.#f.NULL, this.#f.NULL, null);
+    if (rc !== SQLITE_OK) throw this.#error(rc, sql);
+  }
+
+  /**
+   * Runs SQL. Without parameters it may hold several statements (a script); with
+   * parameters it is one statement. Returns the changes and last rowid.
+   */
+  run(sql: string, ...params: Params): RunResult {
+    if (params.length === 0) {
+      this.#execScript(sql);
+      return { changes: this.changes, lastInsertRowid: this.lastInsertRowid };
+    }
+    return this.query(sql).run(...params);
+  }
+
+  /** Alias of run(): runs a script (or one statement with parameters). */
+  exec(sql: string, ...params: Params): RunResult {
+    return this.run(sql, ...params);
+  }
+
+  // ---- transactions ----
+
+  #internalRun(sql: string): void {
+    let stmt = this.#internal.get(sql);
+    if (stmt === undefined) {
+      stmt = new Statement(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
+      this.#statements.add(stmt);
+      this.#internal.set(sql, stmt);
+    }
+    stmt.run();
+  }
+
+  #rollback(): void {
+    if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
+      try {
+        this.#internalRun("ROLLBACK");
+      } catch { /* the transaction is gone either way */ }
+    }
+  }
+
+  #outer<A extends unknown[], R>(mode: Mode, fn: (...args: A) => R, args: A): R {
+    const max = this.#options.maxAttempts;
+    for (let attempt = 1;; attempt++) {
+      try {
+        this.#internalRun(`BEGIN ${mode.toUpperCase()}`);
+        this.#depth = 1;
+        const result = fn(...args);
+        if (result !== null && typeof (result as { then?: unknown })?.then === "function") {
+          throw new TypeError(
+            "sqlite-multiwriter: a transaction function must be synchronous (it returned a Promise)",
+          );
+        }
+        this.#internalRun("COMMIT");
+        this.#depth = 0;
+        this.#lastAttempts = attempt;
+        return result;
+      } catch (e) {
+        this.#depth = 0;
+        this.#rollback();
+        if (isBusy(e) && attempt < max && this.#db !== null) {
+          this.#retries++;
+          sleep(backoffMs(attempt));
+          continue;
+        }
+        this.#lastAttempts = attempt;
+        throw e;
+      }
+    }
+  }
+
+  #savepoint<A extends unknown[], R>(fn: (...args: A) => R, args: A): R {
+    const name = `mw_sp_${this.#depth}`;
+    this.#internalRun(`SAVEPOINT ${name}`);
+    this.#depth++;
+    try {
+      const result = fn(...args);
+      this.#internalRun(`RELEASE ${name}`);
+      return result;
+    } catch (e) {
+      if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
+        try {
+          this.#internalRun(`ROLLBACK TO ${name}`);
+          this.#internalRun(`RELEASE ${name}`);
+        } catch { /* the outer transaction was rolled back by SQLite */ }
+      }
+      throw e;
+    } finally {
+      this.#depth--;
+    }
+  }
+
+  /**
+   * Wraps fn in a transaction: BEGIN, fn, COMMIT; ROLLBACK when fn throws. Called inside
+   * another transaction it becomes a savepoint. When a statement or the commit fails with
+   * SQLITE_BUSY / SQLITE_BUSY_SNAPSHOT (another writer won), the whole transaction runs
+   * again after a jittered backoff, up to `maxAttempts` times; fn must be safe to re-run.
+   */
+  transaction<A extends unknown[], R>(fn: (...args: A) => R): TransactionFunction<A, R> {
+    if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: transaction() takes a function");
+    const make = (mode: Mode) => (...args: A): R => {
+      if (this.inTransaction) return this.#savepoint(fn, args);
+      return this.#outer(mode, fn, args);
+    };
+    const tx = make("deferred") as TransactionFunction<A, R>;
+    tx.deferred = tx;
+    tx.immediate = make("immediate");
+    tx.exclusive = make("exclusive");
+    return tx;
+  }
+
+  // ---- functions, extensions, images, file controls ----
+
+  /** Defines (or replaces) a scalar SQL function. */
+  function(name: string, fn: (...args: SQLValue[]) => unknown, options: FunctionOptions = {}): this {
+    if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: function() takes a function");
+    const db = this.#handle();
+    const f = this.#f;
+    const safe = this.#options.safeIntegers;
+    const cb = f.callback("scalar", (ctx, argc, argv) => {
+      this.#inCallback++;
+      try {
+        const args = new Array<SQLValue>(argc);
+        for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
+        setResult(f, ctx, fn(...args));
+      } catch (e) {
+        // SQLite sees an error; the statement then throws this very error to the caller.
+        this.#pending = e;
+        const message = e instanceof Error ? e.message : String(e);
+        f.sym.sqlite3_result_error(ctx, cstr(message), -1);
+      } finally {
+        this.#inCallback--;
+      }
+    });
+    const flags = UTF8 | (options.deterministic ? DETERMINISTIC : 0) |
+      (options.directOnly ? DIRECTONLY : 0) | (options.innocuous ? INNOCUOUS : 0);
+    const nArg = options.varargs ? -1 : fn.length;
+    const rc = f.sym.sqlite3_create_function_v2(
+      db, cstr(name), nArg, flags, f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
+    );
+    if (rc !== SQLITE_OK) {
+      cb.close();
+      throw this.#error(rc);
+    }
+    this.#callbacks.push(cb); // freed at close(): SQLite may call it until then
+    return this;
+  }
+
+  /** Loads a SQLite extension (a file path) with its default or a given entry point. */
+  loadExtension(path: string | URL, entryPoint?: string): void {
+    const db = this.#handle();
+    const s = this.#f.sym;
+    const file = toFilePath(path);
+    const errCell = new BigUint64Array(1);
+    s.sqlite3_enable_load_extension(db, 1);
+    try {
+      const rc = s.sqlite3_load_extension(db, cstr(file), entryPoint ? cstr(entryPoint) : null, errCell);
+      if (rc !== SQLITE_OK) {
+        const p = this.#f.outPtr(errCell);
+        const message = this.#f.isNull(p) ? this.#f.cstring(s.sqlite3_errmsg(db)) : this.#f.cstring(p);
+        if (!this.#f.isNull(p)) s.sqlite3_free(p);
+        throw new SQLiteError(`cannot load extension ${file}: ${message}`, rc);
+      }
+    } finally {
+      s.sqlite3_enable_load_extension(db, 0); // keep load_extension() out of SQL
+    }
+  }
+
+  /** The database as bytes (the SQLite file format). */
+  serialize(schema = "main"): Uint8Array {
+    const db = this.#handle();
+    const s = this.#f.sym;
+    const size = new BigInt64Array(1);
+    const p = s.sqlite3_serialize(db, cstr(schema), size, 0);
+    if (this.#f.isNull(p)) {
+      if (size[0] === 0n) return new Uint8Array(0);
+      throw new SQLiteError(`cannot serialize schema ${schema}`, 7);
+    }
+    try {
+      return size[0] === 0n ? new Uint8Array(0) : this.#f.bytes(p, Number(size[0]));
+    } finally {
+      s.sqlite3_free(p);
+    }
+  }
+
+  /** Replaces a schema of this connection with an in-memory copy of the bytes. */
+  deserialize(data: Uint8Array, options: { schema?: string; readonly?: boolean } = {}): void {
+    const db = this.#handle();
+    if (!(data instanceof Uint8Array)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array");
+    const s = this.#f.sym;
+    const n = data.length;
+    const p = s.sqlite3_malloc64(Math.max(n, 1));
+    if (this.#f.isNull(p)) throw new SQLiteError("out of memory", 7);
+    if (n > 0) {
+      this.#f.write(p, data);
+      // An in-memory image cannot use WAL: mark a WAL file as a rollback-journal one.
+      if (n >= 20 && data[18] === 2 && data[19] === 2) this.#f.write(p, patchWal(data));
+    }
+    const flags = DESERIALIZE_FREEONCLOSE | DESERIALIZE_RESIZEABLE |
+      (options.readonly ? DESERIALIZE_READONLY : 0);
+    const rc = s.sqlite3_deserialize(db, cstr(options.schema ?? "main"), p, n, n, flags);
+    if (rc !== SQLITE_OK) throw this.#error(rc); // SQLite freed the buffer
+  }
+
+  /** A new in-memory database holding the bytes. */
+  static deserialize(
+    data: Uint8Array,
+    options: DatabaseOptions & { schema?: string } = {},
+  ): Database {
+    const { schema, ...rest } = options;
+    const db = new Database(":memory:", rest);
+    try {
+      db.deserialize(data, { schema, readonly: rest.readonly });
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+    return db;
+  }
+
+  /**
+   * sqlite3_file_control: op on schema's file. A number argument is passed as an int
+   * (read back the result through an Int32Array); returns SQLite's result code.
+   */
+  fileControl(op: number, arg?: number | ArrayBufferView | null, schema = "main"): number {
+    const db = this.#handle();
+    const buf = typeof arg === "number" ? new Int32Array([arg]) : (arg ?? null);
+    return this.#f.sym.sqlite3_file_control(db, cstr(schema), op, buf);
+  }
+
+  /** The engine's counters for this connection, plus the retries of transaction(). */
+  stats(schema = "main"): EngineStats {
+    const db = this.#handle();
+    const out = new BigInt64Array(STAT_SLOTS);
+    const rc = this.#f.sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
+    if (rc !== SQLITE_OK) throw this.#error(rc);
+    const raw = Array.from(out, (v) => Number(v));
+    const at = (i: number): number => raw[i] ?? 0;
+    return {
+      engine: at(0) === 1,
+      snapshotEpoch: at(1),
+      commitEpoch: at(2),
+      commits: at(3),
+      conflicts: at(4) + at(5) + at(6) + at(7),
+      conflictWrite: at(4),
+      conflictRead: at(5),
+      conflictSchema: at(6),
+      conflictFull: at(7),
+      logBytes: at(8),
+      compactions: at(9),
+      visibleEpoch: at(10),
+      pinnedVersions: at(11),
+      relocations: at(12),
+      merges: at(13),
+      turns: at(14),
+      relocateRefused: at(15),
+      retries: this.#retries,
+      lastTransactionAttempts: this.#lastAttempts,
+      raw,
+    };
+  }
+
+  // ---- closing ----
+
+  /** Finalizes every statement and closes the connection. Idempotent. */
+  close(): void {
+    const db = this.#db;
+    if (db === null) return;
+    // SQLite is inside a statement that called us: closing now would free it under itself.
+    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function");
+    for (const stmt of [...this.#statements]) stmt.finalize();
+    this.#cache.clear();
+    this.#internal.clear();
+    this.#db = null;
+    const rc = this.#f.sym.sqlite3_close_v2(db);
+    for (const cb of this.#callbacks.splice(0)) cb.close();
+    if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  // ---- library facts ----
+
+  /** The engine's version (mw_version()). */
+  static get engineVersion(): string {
+    return mwVersion();
+  }
+
+  /** SQLite's version, e.g. "3.54.1". */
+  static get sqliteVersion(): string {
+    return sqliteVersion();
+  }
+
+  /** SQLite's source id. */
+  static get sourceId(): string {
+    return sourceId();
+  }
+}
+
+function patchWal(data: Uint8Array): Uint8Array {
+  const copy = data.slice(0, 20);
+  copy[18] = 1;
+  copy[19] = 1;
+  return copy;
+}
+
+/** The engine's version, e.g. "0.1.0". */
+export function mwVersion(): string {
+  const f = loadFfi();
+  return f.cstring(f.sym.mw_version());
+}
+
+/** SQLite's version, e.g. "3.54.1". */
+export function sqliteVersion(): string {
+  const f = loadFfi();
+  return f.cstring(f.sym.sqlite3_libversion());
+}
+
+/** SQLite's source id (date, time and hash of the check-in). */
+export function sourceId(): string {
+  const f = loadFfi();
+  return f.cstring(f.sym.sqlite3_sourceid());
+}
+
+/** The file the native library was loaded from. */
+export function libraryPath(): string {
+  return loadFfi().path;
+}
+

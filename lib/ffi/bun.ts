@@ -1,0 +1,99 @@
+// lib/ffi/bun.ts: the bun:ffi adapter. Translates the neutral symbol table for dlopen and
+// implements the pointer helpers with Bun's numbers-as-pointers. It is the only file that
+// touches bun:ffi; it never runs under another runtime.
+import { mkdirSync, rmdirSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { callbacks, functions } from "./symbols.generated.ts";
+import type { Ffi, NativeCallback, NeutralType, Ptr, Symbols } from "./types.ts";
+
+// The few parts of bun:ffi used here (declared so that no Bun types are needed).
+interface BunFfi {
+  dlopen(
+    path: string,
+    symbols: Record<string, { args: string[]; returns: string }>,
+  ): { symbols: Record<string, (...args: unknown[]) => unknown> };
+  ptr(view: ArrayBufferView): number;
+  read: { ptr(p: number, offset?: number): number };
+  toArrayBuffer(p: number, offset: number, length: number): ArrayBuffer;
+  CString: new (p: number, offset?: number, length?: number) => { toString(): string };
+  JSCallback: new (
+    fn: (...args: never[]) => unknown,
+    def: { args: string[]; returns: string },
+  ) => { ptr: number | null; close(): void };
+}
+
+// i64 results come back as numbers when they fit in a double exactly, else as BigInt;
+// typed arrays go by address as "ptr".
+function argType(t: NeutralType): string {
+  return t === "buffer" ? "ptr" : t;
+}
+function resultType(t: NeutralType): string {
+  return t === "i64" ? "i64_fast" : t === "buffer" ? "ptr" : t;
+}
+
+function sleepMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+// Bun has crashed when Workers of one process dlopen the same library at the same time,
+// so the first dlopen of each Worker takes a per-process lock (a directory: mkdir is
+// atomic). A lock older than 10 s is left over by a crashed thread and is broken.
+function withDlopenLock<T>(fn: () => T): T {
+  const lock = join(tmpdir(), `sqlite-multiwriter-dlopen-${process.pid}.lock`);
+  for (let waited = 0;; waited++) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (e) {
+      if ((e as { code?: string }).code !== "EEXIST") return fn(); // no lock possible here
+      try {
+        if (Date.now() - statSync(lock).mtimeMs > 10_000) rmdirSync(lock);
+      } catch { /* released meanwhile */ }
+      sleepMs(Math.min(1 + waited, 10));
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    try {
+      rmdirSync(lock);
+    } catch { /* nothing to release */ }
+  }
+}
+
+export function loadBun(path: string): Ffi {
+  const ffi = createRequire(import.meta.url)("bun:ffi") as BunFfi;
+  const table: Record<string, { args: string[]; returns: string }> = {};
+  for (const [name, def] of Object.entries(functions)) {
+    table[name] = { args: def.args.map(argType), returns: resultType(def.returns) };
+  }
+  const lib = withDlopenLock(() => ffi.dlopen(path, table));
+  const { CString, read, toArrayBuffer, JSCallback } = ffi;
+  const num = (p: Ptr): number => (p as unknown as number | null) ?? 0;
+  return {
+    runtime: "bun",
+    path,
+    sym: lib.symbols as unknown as Symbols,
+    NULL: 0 as unknown as Ptr,
+    isNull: (p) => !p,
+    cstring: (p) => (p ? new CString(num(p)).toString() : ""),
+    text: (p, n) => new CString(num(p), 0, n).toString(),
+    bytes: (p, n) => new Uint8Array(toArrayBuffer(num(p), 0, n)).slice(),
+    write: (p, data) => new Uint8Array(toArrayBuffer(num(p), 0, data.length)).set(data),
+    outPtr: (cell) => Number(cell[0]) as unknown as Ptr,
+    ptrAt: (p, offset) => read.ptr(num(p), offset) as unknown as Ptr,
+    address: (p) => BigInt(num(p)),
+    addressOf: (buf) => BigInt(ffi.ptr(buf)),
+    callback(kind, fn): NativeCallback {
+      const def = callbacks[kind];
+      const cb = new JSCallback(fn as (...args: never[]) => unknown, {
+        args: def.args.map(argType),
+        returns: resultType(def.returns),
+      });
+      return { ptr: (cb.ptr ?? 0) as unknown as Ptr, close: () => cb.close() };
+    },
+  };
+}

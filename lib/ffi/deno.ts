@@ -1,0 +1,93 @@
+// lib/ffi/deno.ts: the Deno.dlopen adapter. Translates the neutral symbol table for
+// Deno.dlopen and implements the pointer helpers with Deno's pointer objects. It is the
+// only file that touches Deno's FFI; it never runs under another runtime.
+import { callbacks, functions } from "./symbols.generated.ts";
+import type { Ffi, NativeCallback, NeutralType, Ptr, Symbols } from "./types.ts";
+
+// The few parts of Deno's FFI used here, declared minimally so that lib/ type-checks
+// without Deno's own declarations (and does not clash with them under deno check).
+type DenoPointer = object | null;
+interface DenoFfi {
+  dlopen(
+    path: string,
+    symbols: Record<string, { parameters: string[]; result: string }>,
+  ): { symbols: Record<string, (...args: unknown[]) => unknown> };
+  UnsafePointer: {
+    create(value: bigint): DenoPointer;
+    of(view: ArrayBufferView): DenoPointer;
+    value(p: DenoPointer): bigint | number;
+  };
+  UnsafePointerView: {
+    new (p: object): { getPointer(offset?: number): DenoPointer };
+    getCString(p: object, offset?: number): string;
+    getArrayBuffer(p: object, length: number, offset?: number): ArrayBuffer;
+  };
+  UnsafeCallback: new (
+    def: { parameters: string[]; result: string },
+    fn: (...args: never[]) => unknown,
+  ) => { pointer: DenoPointer; close(): void };
+}
+
+function nativeType(t: NeutralType): string {
+  return t === "ptr" ? "pointer" : t;
+}
+
+const decoder = new TextDecoder();
+const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
+
+function narrow(v: bigint | number): number | bigint {
+  if (typeof v === "number") return v;
+  return v <= MAX_EXACT && v >= -MAX_EXACT ? Number(v) : v;
+}
+
+export function loadDeno(path: string): Ffi {
+  const D = (globalThis as unknown as { Deno: DenoFfi }).Deno;
+  const table: Record<string, { parameters: string[]; result: string }> = {};
+  for (const [name, def] of Object.entries(functions)) {
+    table[name] = { parameters: def.args.map(nativeType), result: nativeType(def.returns) };
+  }
+  const lib = D.dlopen(path, table);
+  // Deno returns every 64-bit result as a BigInt; the neutral contract is a number when
+  // it is exact (as Bun's i64_fast does), so those few symbols get a narrowing wrapper.
+  const symbols: Record<string, unknown> = { ...lib.symbols };
+  for (const [name, def] of Object.entries(functions)) {
+    if (def.returns !== "i64") continue;
+    const raw = lib.symbols[name] as (a?: unknown, b?: unknown) => bigint | number;
+    symbols[name] = def.args.length === 1
+      ? (a: unknown) => narrow(raw(a))
+      : def.args.length === 2
+      ? (a: unknown, b: unknown) => narrow(raw(a, b))
+      : (...args: unknown[]) => narrow((raw as (...a: unknown[]) => bigint | number)(...args));
+  }
+  const { UnsafePointer, UnsafePointerView, UnsafeCallback } = D;
+  const obj = (p: Ptr): object => p as unknown as object;
+  const view = (p: Ptr, n: number): ArrayBuffer => UnsafePointerView.getArrayBuffer(obj(p), n);
+  return {
+    runtime: "deno",
+    path,
+    sym: symbols as unknown as Symbols,
+    NULL: null as unknown as Ptr,
+    isNull: (p) => p === null,
+    cstring: (p) => (p === null ? "" : UnsafePointerView.getCString(obj(p))),
+    text: (p, n) => {
+      // getCString is native and fast; it is the whole text when it has n characters
+      // (then every byte was ASCII and none was NUL). Otherwise decode the n bytes.
+      const s = UnsafePointerView.getCString(obj(p));
+      return s.length === n ? s : decoder.decode(new Uint8Array(view(p, n)));
+    },
+    bytes: (p, n) => new Uint8Array(view(p, n)).slice(),
+    write: (p, data) => new Uint8Array(view(p, data.length)).set(data),
+    outPtr: (cell) => UnsafePointer.create(cell[0]) as unknown as Ptr,
+    ptrAt: (p, offset) => new UnsafePointerView(obj(p)).getPointer(offset) as unknown as Ptr,
+    address: (p) => BigInt(UnsafePointer.value(p as unknown as DenoPointer)),
+    addressOf: (buf) => BigInt(UnsafePointer.value(UnsafePointer.of(buf))),
+    callback(kind, fn): NativeCallback {
+      const def = callbacks[kind];
+      const cb = new UnsafeCallback(
+        { parameters: def.args.map(nativeType), result: nativeType(def.returns) },
+        fn as (...args: never[]) => unknown,
+      );
+      return { ptr: cb.pointer as unknown as Ptr, close: () => cb.close() };
+    },
+  };
+}

@@ -1,0 +1,161 @@
+// lib/options.ts: the options of `new Database()`: their checks (an unknown or mistyped
+// option is an error before anything opens) and the file: URI they turn into.
+import { isAbsolute } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+
+export interface DatabaseOptions {
+  /** Open read-only (default false). */
+  readonly?: boolean;
+  /** Create the file when missing (default true; ignored when readonly). */
+  create?: boolean;
+  /** Named parameters may be given without their prefix; missing ones are an error. */
+  strict?: boolean;
+  /** Read integers as BigInt (default false: numbers, BigInt only beyond 2^53). */
+  safeIntegers?: boolean;
+  /** Alias of safeIntegers (the name @db/sqlite uses). */
+  int64?: boolean;
+  /** Open through the multi-writer engine (default true); false = stock SQLite. */
+  multiwriter?: boolean;
+  /** Busy timeout in milliseconds (default 5000). */
+  busyTimeout?: number;
+  /** Most attempts of one transaction() call before its SQLITE_BUSY error is thrown (default 10000; the backoff caps at 2 ms). */
+  maxAttempts?: number;
+  /** The native library file to load (see the README for the search order). */
+  libraryPath?: string | URL;
+  /** Engine: log size in MiB that triggers compaction (mw_log_max_mb). */
+  logMaxMb?: number;
+  /** Engine: validate the pages a transaction read (mw_readcheck, default true). */
+  readCheck?: boolean;
+  /** Engine: cache profile, e.g. "small" (mw_profile). */
+  profile?: string;
+  /** Engine: F_FULLFSYNC on macOS (mw_fullfsync). */
+  fullFsync?: boolean;
+  /** Engine: several processes share the database (mw_mp). */
+  processes?: boolean;
+  /** Engine: rebase commits that lost only on shared pages (mw_rebase). */
+  rebase?: boolean;
+}
+
+type Kind = "boolean" | "number" | "string" | "path";
+const GENERAL: Record<string, Kind> = {
+  readonly: "boolean",
+  create: "boolean",
+  strict: "boolean",
+  safeIntegers: "boolean",
+  int64: "boolean",
+  multiwriter: "boolean",
+  busyTimeout: "number",
+  maxAttempts: "number",
+  libraryPath: "path",
+};
+/** Engine options and the URI parameter each becomes. */
+const ENGINE: Record<string, [Kind, string]> = {
+  logMaxMb: ["number", "mw_log_max_mb"],
+  readCheck: ["boolean", "mw_readcheck"],
+  profile: ["string", "mw_profile"],
+  fullFsync: ["boolean", "mw_fullfsync"],
+  processes: ["boolean", "mw_mp"],
+  rebase: ["boolean", "mw_rebase"],
+};
+
+export interface ResolvedOptions {
+  readonly: boolean;
+  create: boolean;
+  strict: boolean;
+  safeIntegers: boolean;
+  multiwriter: boolean;
+  busyTimeout: number;
+  maxAttempts: number;
+  libraryPath: string | URL | undefined;
+  /** URI parameters of the engine options given. */
+  engineParams: [string, string][];
+}
+
+function checkKind(name: string, kind: Kind, value: unknown): void {
+  const ok = kind === "path"
+    ? typeof value === "string" || value instanceof URL
+    : kind === "number"
+    ? typeof value === "number" && Number.isFinite(value) && value >= 0
+    : kind === "boolean"
+    ? typeof value === "boolean"
+    : typeof value === "string";
+  if (!ok) {
+    const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
+    throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);
+  }
+}
+
+export function resolveOptions(options: DatabaseOptions | undefined): ResolvedOptions {
+  const o = (options ?? {}) as Record<string, unknown>;
+  if (typeof o !== "object" || o === null || Array.isArray(o)) {
+    throw new TypeError("sqlite-multiwriter: options must be an object");
+  }
+  const engineParams: [string, string][] = [];
+  for (const [name, value] of Object.entries(o)) {
+    if (value === undefined) continue;
+    const general = GENERAL[name];
+    const engine = ENGINE[name];
+    if (general) checkKind(name, general, value);
+    else if (engine) {
+      checkKind(name, engine[0], value);
+      const v = typeof value === "boolean" ? (value ? "1" : "0") : String(value);
+      engineParams.push([engine[1], v]);
+    } else {
+      const known = [...Object.keys(GENERAL), ...Object.keys(ENGINE)].join(", ");
+      throw new TypeError(`sqlite-multiwriter: unknown option "${name}" (known: ${known})`);
+    }
+  }
+  const multiwriter = o.multiwriter !== false;
+  if (!multiwriter && engineParams.length > 0) {
+    const names = Object.keys(o).filter((k) => ENGINE[k] && o[k] !== undefined);
+    throw new TypeError(
+      `sqlite-multiwriter: option "${names[0]}" is an engine option; it needs multiwriter: true`,
+    );
+  }
+  return {
+    readonly: o.readonly === true,
+    create: o.create !== false,
+    strict: o.strict === true,
+    safeIntegers: o.safeIntegers === true || o.int64 === true,
+    multiwriter,
+    busyTimeout: typeof o.busyTimeout === "number" ? Math.floor(o.busyTimeout) : 5000,
+    maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 10_000,
+    libraryPath: o.libraryPath as string | URL | undefined,
+    engineParams,
+  };
+}
+
+/** True for the names SQLite opens in memory or as a private temporary database. */
+export function isMemoryPath(path: string): boolean {
+  return path === ":memory:" || path === "";
+}
+
+/** A file path (or file: URL) as a path string; never a URL handed on to SQLite. */
+export function toFilePath(path: string | URL): string {
+  if (path instanceof URL) return fileURLToPath(path);
+  return path;
+}
+
+// Characters that end or change the meaning of a URI path: escaped as %XX.
+function escapePath(p: string): string {
+  return p.replace(/[%?#]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
+}
+
+/** The file: URI SQLite opens for a path and its URI parameters. */
+export function toUri(path: string, params: [string, string][]): string {
+  let p = path;
+  if (process.platform === "win32") p = p.replace(/\\/g, "/");
+  let uri: string;
+  if (path === ":memory:") uri = "file::memory:";
+  else if (path === "") uri = "file:";
+  else if (isAbsolute(path)) {
+    // file:///abs/path (an empty authority, so a path starting with // stays a path).
+    uri = "file://" + (p.startsWith("/") ? "" : "/") + escapePath(p);
+  } else {
+    // A relative path that looks like an authority or a drive is anchored at ./
+    uri = "file:" + (p.startsWith("/") || /^[A-Za-z]:/.test(p) ? "./" : "") + escapePath(p);
+  }
+  if (params.length === 0) return uri;
+  return uri + "?" + params.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join("&");
+}

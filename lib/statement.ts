@@ -1,0 +1,468 @@
+// lib/statement.ts: a prepared statement. Binds parameters (positional or named), steps,
+// reads rows, and always resets after use so that no read transaction (and no engine
+// snapshot) stays open behind the caller's back.
+import { SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import type { Ffi, Ptr } from "./ffi/index.ts";
+import {
+  type BindParams,
+  type BindValue,
+  bindValue,
+  int,
+  misuse,
+  rangeError,
+  readColumn,
+  type SQLValue,
+} from "./values.ts";
+
+/** What `run()` returns. */
+export interface RunResult {
+  /** Rows changed by the statement (INSERT, UPDATE, DELETE). */
+  changes: number;
+  /** The rowid of the last row inserted on the connection. */
+  lastInsertRowid: number | bigint;
+}
+
+/** The parameters a statement method takes: values in order, one array, or one object of names. */
+export type Params = BindValue[] | [BindValue[]] | [BindParams];
+
+/** The database side a statement needs (implemented by Database). */
+export interface Connection {
+  readonly ffi: Ffi;
+  readonly strict: boolean;
+  readonly safeIntegers: boolean;
+  /** The open handle; throws when the database is closed. */
+  handle(): Ptr;
+  /** The error for a failed call (SQLite's message, or a JS error thrown by a custom function). */
+  error(rc: number, sql?: string): Error;
+  forget(stmt: Statement<object>): void;
+}
+
+function isNamed(v: unknown): v is BindParams {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+const NOT_LOADED = -1;
+
+export class Statement<Row extends object = Record<string, SQLValue>> {
+  readonly #c: Connection;
+  readonly #f: Ffi;
+  #h: Ptr | null;
+  readonly #sql: string;
+  #safe: boolean;
+  #ncols = NOT_LOADED;
+  #names: string[] = [];
+  #protoColumn = false;
+  readonly #nparams: number;
+  #byName: Map<string, number> | null = null;
+  // Bumped at each execution, so that an iterator notices when its statement was re-run.
+  #generation = 0;
+  #active = false;
+  // True while SQLite runs this statement: a custom function that uses the same statement
+  // (or finalizes it) would re-enter a running VM, so that is refused.
+  #busy = false;
+
+  /** @internal Made by Database.prepare()/query(). */
+  constructor(connection: Connection, handle: Ptr, sql: string) {
+    this.#c = connection;
+    this.#f = connection.ffi;
+    this.#h = handle;
+    this.#sql = sql;
+    this.#safe = connection.safeIntegers;
+    this.#nparams = this.#f.sym.sqlite3_bind_parameter_count(handle);
+  }
+
+  #handle(): Ptr {
+    if (this.#h === null) {
+      this.#c.handle(); // a closed database says so first
+      throw misuse("the statement is finalized", this.#sql);
+    }
+    return this.#h;
+  }
+
+  /** The SQL text the statement was prepared from. */
+  get source(): string {
+    return this.#sql;
+  }
+
+  /** The SQL with the current parameter values in place. */
+  get expandedSql(): string {
+    const p = this.#f.sym.sqlite3_expanded_sql(this.#handle());
+    if (this.#f.isNull(p)) return this.#sql;
+    try {
+      return this.#f.cstring(p);
+    } finally {
+      this.#f.sym.sqlite3_free(p);
+    }
+  }
+
+  /** Number of parameters the SQL has. */
+  get paramsCount(): number {
+    this.#handle();
+    return this.#nparams;
+  }
+
+  /** Column names of the result. */
+  get columnNames(): string[] {
+    this.#columns(this.#handle());
+    return [...this.#names];
+  }
+
+  /** Declared types of the result columns (null for expressions). */
+  get declaredTypes(): (string | null)[] {
+    const h = this.#handle();
+    const n = this.#f.sym.sqlite3_column_count(h);
+    const out: (string | null)[] = [];
+    for (let i = 0; i < n; i++) {
+      const p = this.#f.sym.sqlite3_column_decltype(h, i);
+      out.push(this.#f.isNull(p) ? null : this.#f.cstring(p));
+    }
+    return out;
+  }
+
+  /** True when the statement does not write. */
+  get readonly(): boolean {
+    return this.#f.sym.sqlite3_stmt_readonly(this.#handle()) !== 0;
+  }
+
+  /** True after finalize() or the database's close(). */
+  get finalized(): boolean {
+    return this.#h === null;
+  }
+
+  /** Read integers of this statement as BigInt (true) or numbers (false). */
+  safeIntegers(on = true): this {
+    this.#safe = on;
+    return this;
+  }
+
+  #enter(): void {
+    if (this.#busy) {
+      throw misuse("the statement is running (used again from inside a custom function)", this.#sql);
+    }
+    this.#busy = true;
+  }
+
+  #columns(h: Ptr): number {
+    const n = this.#f.sym.sqlite3_column_count(h);
+    if (n !== this.#ncols) {
+      // The schema may have changed under SELECT *: names are read again.
+      const names: string[] = [];
+      for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#f.sym.sqlite3_column_name(h, i)));
+      this.#names = names;
+      this.#protoColumn = names.includes("__proto__");
+      this.#ncols = n;
+    }
+    return n;
+  }
+
+  #paramNames(h: Ptr): Map<string, number> {
+    if (this.#byName === null) {
+      const map = new Map<string, number>();
+      for (let i = 1; i <= this.#nparams; i++) {
+        const p = this.#f.sym.sqlite3_bind_parameter_name(h, i);
+        if (this.#f.isNull(p)) continue; // a bare ?
+        map.set(this.#f.cstring(p), i);
+      }
+      this.#byName = map;
+    }
+    return this.#byName;
+  }
+
+  // Resets (when a previous run was left open), binds, and returns the handle.
+  #start(params: unknown[]): Ptr {
+    const h = this.#handle();
+    const s = this.#f.sym;
+    this.#generation++;
+    if (this.#active) {
+      s.sqlite3_reset(h);
+      this.#active = false;
+    }
+    let values: unknown[] = params;
+    if (params.length === 1) {
+      const only = params[0];
+      if (Array.isArray(only)) values = only;
+      else if (isNamed(only)) {
+        this.#bindNamed(h, only);
+        return h;
+      }
+    }
+    if (values.length !== this.#nparams) {
+      throw rangeError(
+        `expected ${this.#nparams} parameter${this.#nparams === 1 ? "" : "s"}, got ${values.length}`,
+        this.#sql,
+      );
+    }
+    for (let i = 0; i < values.length; i++) {
+      const rc = bindValue(this.#f, h, i + 1, values[i], `#${i + 1}`);
+      if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
+    }
+    return h;
+  }
+
+  #bindNamed(h: Ptr, params: BindParams): void {
+    const names = this.#paramNames(h);
+    const strict = this.#c.strict;
+    const seen = strict ? new Set<number>() : null;
+    if (!strict) this.#f.sym.sqlite3_clear_bindings(h); // names not given bind NULL
+    for (const key of Object.keys(params)) {
+      let index = names.get(key);
+      if (index === undefined && strict) {
+        index = names.get("$" + key) ?? names.get(":" + key) ?? names.get("@" + key);
+      }
+      if (index === undefined) {
+        const hint = !strict && /^[A-Za-z_]/.test(key)
+          ? ` (names keep their prefix, e.g. "$${key}", unless the database is opened with strict: true)`
+          : "";
+        throw rangeError(`unknown parameter "${key}"${hint}`, this.#sql);
+      }
+      seen?.add(index);
+      const rc = bindValue(this.#f, h, index, params[key], `"${key}"`);
+      if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
+    }
+    if (seen !== null && seen.size !== this.#nparams) {
+      for (const [name, i] of names) {
+        if (!seen.has(i)) throw rangeError(`missing parameter "${name}"`, this.#sql);
+      }
+      throw rangeError(`expected ${this.#nparams} parameters, got ${seen.size}`, this.#sql);
+    }
+  }
+
+  #fail(h: Ptr, rc: number): Error {
+    const err = this.#c.error(rc, this.#sql);
+    this.#f.sym.sqlite3_reset(h);
+    this.#active = false;
+    return err;
+  }
+
+  #row(h: Ptr, n: number): Row {
+    const row: Record<string, SQLValue> = {};
+    const names = this.#names;
+    if (this.#protoColumn) {
+      // A column named __proto__ must be a plain property, never the row's prototype.
+      for (let i = 0; i < n; i++) {
+        Object.defineProperty(row, names[i], {
+          value: readColumn(this.#f, h, i, this.#safe),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return row as Row;
+    }
+    for (let i = 0; i < n; i++) row[names[i]] = readColumn(this.#f, h, i, this.#safe);
+    return row as Row;
+  }
+
+  #array(h: Ptr, n: number): SQLValue[] {
+    const out = new Array<SQLValue>(n);
+    for (let i = 0; i < n; i++) out[i] = readColumn(this.#f, h, i, this.#safe);
+    return out;
+  }
+
+  #run(params: Params): RunResult {
+    const h = this.#start(params);
+    const s = this.#f.sym;
+    let rc: number;
+    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW);
+    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
+    s.sqlite3_reset(h);
+    const db = this.#c.handle();
+    return {
+      changes: Number(s.sqlite3_changes64(db)),
+      lastInsertRowid: int(s.sqlite3_last_insert_rowid(db), this.#safe),
+    };
+  }
+
+  #all(params: Params): Row[] {
+    const h = this.#start(params);
+    const s = this.#f.sym;
+    const rows: Row[] = [];
+    let rc: number;
+    let n = -1; // read after the first step: a re-prepare after a schema change may alter it
+    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
+      if (n < 0) n = this.#columns(h);
+      rows.push(this.#row(h, n));
+    }
+    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
+    s.sqlite3_reset(h);
+    return rows;
+  }
+
+  #get(params: Params): Row | null {
+    const h = this.#start(params);
+    const s = this.#f.sym;
+    const rc = s.sqlite3_step(h);
+    if (rc === SQLITE_ROW) {
+      const row = this.#row(h, this.#columns(h));
+      s.sqlite3_reset(h);
+      return row;
+    }
+    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
+    s.sqlite3_reset(h);
+    return null;
+  }
+
+  #values(params: Params): SQLValue[][] {
+    const h = this.#start(params);
+    const s = this.#f.sym;
+    const rows: SQLValue[][] = [];
+    let rc: number;
+    let n = -1;
+    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
+      if (n < 0) n = this.#columns(h);
+      rows.push(this.#array(h, n));
+    }
+    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
+    s.sqlite3_reset(h);
+    return rows;
+  }
+
+  #value(params: Params): SQLValue[] | undefined {
+    const h = this.#start(params);
+    const s = this.#f.sym;
+    const rc = s.sqlite3_step(h);
+    if (rc === SQLITE_ROW) {
+      const row = this.#array(h, this.#columns(h));
+      s.sqlite3_reset(h);
+      return row;
+    }
+    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
+    s.sqlite3_reset(h);
+    return undefined;
+  }
+
+  /** Runs the statement to completion; returns the changes and the last rowid. */
+  run(...params: Params): RunResult {
+    this.#enter();
+    try {
+      return this.#run(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** All rows as objects. */
+  all(...params: Params): Row[] {
+    this.#enter();
+    try {
+      return this.#all(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** The first row as an object, or null when there is none. */
+  get(...params: Params): Row | null {
+    this.#enter();
+    try {
+      return this.#get(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** All rows as arrays of values. */
+  values(...params: Params): SQLValue[][] {
+    this.#enter();
+    try {
+      return this.#values(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** The first row as an array of values, or undefined (the @db/sqlite name). */
+  value(...params: Params): SQLValue[] | undefined {
+    this.#enter();
+    try {
+      return this.#value(params);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Rows one at a time. Parameters are bound now; the statement stays open (and holds its
+   * read snapshot) until the iterator ends or is closed (break / return()).
+   */
+  iterate(...params: Params): IterableIterator<Row> {
+    if (this.#busy) throw misuse("the statement is running (used again from inside a custom function)", this.#sql);
+    const h = this.#start(params);
+    const generation = this.#generation;
+    this.#active = true;
+    let n = -1;
+    const s = this.#f.sym;
+    let done = false;
+    const finish = (): void => {
+      done = true;
+      if (this.#generation === generation && this.#h !== null) {
+        s.sqlite3_reset(h);
+        this.#active = false;
+      }
+    };
+    const it: IterableIterator<Row> = {
+      next: (): IteratorResult<Row> => {
+        if (done) return { done: true, value: undefined };
+        this.#handle();
+        if (this.#generation !== generation) {
+          done = true;
+          throw misuse("the statement was run again while this iterator was open", this.#sql);
+        }
+        this.#enter();
+        let rc: number;
+        try {
+          rc = s.sqlite3_step(h);
+        } finally {
+          this.#busy = false;
+        }
+        if (rc === SQLITE_ROW) {
+          if (n < 0) n = this.#columns(h);
+          return { done: false, value: this.#row(h, n) };
+        }
+        if (rc !== SQLITE_DONE) {
+          done = true;
+          throw this.#fail(h, rc);
+        }
+        finish();
+        return { done: true, value: undefined };
+      },
+      return: (): IteratorResult<Row> => {
+        if (!done) finish();
+        return { done: true, value: undefined };
+      },
+      [Symbol.iterator]() {
+        return it;
+      },
+    };
+    return it;
+  }
+
+  /** Alias of iterate() (the @db/sqlite name). */
+  iter(...params: Params): IterableIterator<Row> {
+    return this.iterate(...params);
+  }
+
+  [Symbol.iterator](): IterableIterator<Row> {
+    return this.iterate();
+  }
+
+  /** Frees the statement; using it afterwards is an error. Idempotent. */
+  finalize(): void {
+    const h = this.#h;
+    if (h === null) return;
+    if (this.#busy) throw misuse("cannot finalize the statement while it runs", this.#sql);
+    this.#h = null;
+    this.#f.sym.sqlite3_finalize(h);
+    this.#c.forget(this);
+  }
+
+  [Symbol.dispose](): void {
+    this.finalize();
+  }
+
+  toString(): string {
+    return this.#h === null ? this.#sql : this.expandedSql;
+  }
+}

@@ -1,0 +1,185 @@
+// Custom scalar functions, serialize/deserialize, fileControl, the engine's counters and
+// the library facts (versions, source id).
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { Database, mwVersion, SQLiteError, sourceId, sqliteVersion } from "../lib/mod.ts";
+import { tempDir } from "./helpers.ts";
+
+describe("custom scalar functions", () => {
+  it("receive every type and return every type", () => {
+    const db = new Database();
+    db.function("kind", (v) => (v instanceof Uint8Array ? `blob:${v.length}` : `${typeof v}:${String(v)}`));
+    const q = db.query("SELECT kind(?) AS k");
+    expect(q.get(1)).toEqual({ k: "number:1" });
+    expect(q.get(1.5)).toEqual({ k: "number:1.5" });
+    expect(q.get("x")).toEqual({ k: "string:x" });
+    expect(q.get("")).toEqual({ k: "string:" });
+    expect(q.get(null)).toEqual({ k: "object:null" });
+    expect(q.get(new Uint8Array([1, 2]))).toEqual({ k: "blob:2" });
+    expect(q.get(2n ** 60n)).toEqual({ k: `bigint:${2n ** 60n}` });
+    db.function("give", (what) => {
+      switch (what) {
+        case "int": return 7;
+        case "negzero": return -0;
+        case "real": return 0.5;
+        case "big": return 2n ** 62n;
+        case "text": return "héllo";
+        case "empty": return "";
+        case "blob": return new Uint8Array([3, 4]);
+        case "emptyblob": return new Uint8Array(0);
+        case "bool": return true;
+        case "undef": return undefined;
+        default: return null;
+      }
+    });
+    const g = db.query("SELECT give(?) AS v, typeof(give(?1)) AS t");
+    expect(g.get("int")).toEqual({ v: 7, t: "integer" });
+    expect(g.get("real")).toEqual({ v: 0.5, t: "real" });
+    expect(g.get("negzero")).toEqual({ v: 0, t: "integer" });
+    expect(g.get("big")).toEqual({ v: 2n ** 62n, t: "integer" });
+    expect(g.get("text")).toEqual({ v: "héllo", t: "text" });
+    expect(g.get("empty")).toEqual({ v: "", t: "text" });
+    expect(g.get("blob")).toEqual({ v: new Uint8Array([3, 4]), t: "blob" });
+    expect(g.get("emptyblob")).toEqual({ v: new Uint8Array(0), t: "blob" });
+    expect(g.get("bool")).toEqual({ v: 1, t: "integer" });
+    expect(g.get("undef")).toEqual({ v: null, t: "null" });
+    expect(g.get("null")).toEqual({ v: null, t: "null" });
+    db.close();
+  });
+
+  it("arity comes from fn.length unless varargs; a function can be replaced", () => {
+    const db = new Database();
+    db.function("add2", (a, b) => (a as number) + (b as number));
+    expect(db.query("SELECT add2(1, 2) AS v").get()).toEqual({ v: 3 });
+    expect(() => db.query("SELECT add2(1)")).toThrow(/wrong number of arguments/);
+    db.function("sum", (...xs) => xs.reduce((s: number, x) => s + (x as number), 0), { varargs: true });
+    expect(db.query("SELECT sum() AS a, sum(1, 2, 3, 4) AS b").get()).toEqual({ a: 0, b: 10 });
+    db.function("add2", (a, b) => (a as number) * (b as number));
+    expect(db.query("SELECT add2(3, 4) AS v").get()).toEqual({ v: 12 });
+    db.close();
+  });
+
+  it("deterministic and directOnly reach SQLite", () => {
+    const db = new Database();
+    db.exec("CREATE TABLE t(x)");
+    db.function("det", (x) => x, { deterministic: true });
+    db.function("nondet", (x) => x);
+    db.exec("CREATE INDEX i1 ON t(det(x))");
+    expect(() => db.exec("CREATE INDEX i2 ON t(nondet(x))")).toThrow(/non-deterministic/);
+    db.function("direct", () => 1, { directOnly: true, innocuous: false });
+    db.exec("CREATE VIEW v AS SELECT direct() AS d");
+    expect(() => db.query("SELECT * FROM v").all()).toThrow(/unsafe use of direct\(\)/);
+    expect(db.query("SELECT direct() AS d").get()).toEqual({ d: 1 });
+    db.close();
+  });
+
+  it("an error thrown by the function is what the query throws; the connection stays usable", () => {
+    const db = new Database();
+    const boom = new RangeError("no such thing");
+    db.function("boom", () => {
+      throw boom;
+    });
+    expect(() => db.query("SELECT boom()").get()).toThrow(boom);
+    db.function("bad", () => ({}));
+    expect(() => db.query("SELECT bad()").get()).toThrow(/cannot return a value of type Object/);
+    expect(db.query("SELECT 1 AS v").get()).toEqual({ v: 1 });
+    db.close();
+  });
+
+  it("arguments follow safeIntegers", () => {
+    const db = new Database(":memory:", { safeIntegers: true });
+    db.function("t", (x) => typeof x);
+    expect(db.query("SELECT t(1) AS v").get()).toEqual({ v: "bigint" });
+    db.close();
+  });
+});
+
+describe("serialize / deserialize", () => {
+  it("a file database round-trips through bytes", () => {
+    const db = new Database(join(tempDir(), "s.db"));
+    db.exec("CREATE TABLE t(v); INSERT INTO t VALUES ('a'), ('b')");
+    const bytes = db.serialize();
+    expect(bytes).toBeInstanceOf(Uint8Array);
+    expect(new TextDecoder().decode(bytes.subarray(0, 15))).toBe("SQLite format 3");
+    db.close();
+    const copy = Database.deserialize(bytes);
+    expect(copy.query("SELECT v FROM t ORDER BY v").values()).toEqual([["a"], ["b"]]);
+    copy.run("INSERT INTO t VALUES ('c')"); // resizeable, writable
+    expect(copy.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 3 });
+    copy.close();
+  });
+
+  it("deserialize into an open connection, readonly when asked", () => {
+    const src = new Database();
+    src.exec("CREATE TABLE t(v); INSERT INTO t VALUES (1)");
+    const db = new Database();
+    db.deserialize(src.serialize(), { readonly: true });
+    expect(db.query("SELECT v FROM t").get()).toEqual({ v: 1 });
+    try {
+      db.run("INSERT INTO t VALUES (2)");
+      expect.unreachable();
+    } catch (e) {
+      expect((e as SQLiteError).code).toBe("SQLITE_READONLY");
+    }
+    src.close();
+    db.close();
+  });
+
+  it("bytes that are not a database fail on use with SQLITE_NOTADB", () => {
+    const db = Database.deserialize(new Uint8Array(4096).fill(7));
+    expect(() => db.query("SELECT * FROM sqlite_schema").all()).toThrow(SQLiteError);
+    try {
+      db.query("SELECT * FROM sqlite_schema").all();
+    } catch (e) {
+      expect((e as SQLiteError).code).toBe("SQLITE_NOTADB");
+    }
+    db.close();
+    expect(() => new Database().deserialize("x" as never)).toThrow(/takes a Uint8Array/);
+  });
+});
+
+describe("fileControl, stats, library facts", () => {
+  it("fileControl passes an int in and out, and returns SQLite's code", () => {
+    const db = new Database(join(tempDir(), "f.db"));
+    const SQLITE_FCNTL_PERSIST_WAL = 10;
+    expect(db.fileControl(SQLITE_FCNTL_PERSIST_WAL, 1)).toBe(0);
+    const cell = new Int32Array([-1]); // -1: query
+    expect(db.fileControl(SQLITE_FCNTL_PERSIST_WAL, cell)).toBe(0);
+    expect(cell[0]).toBe(1);
+    expect(db.fileControl(0x7fff_0000, null)).toBe(12); // SQLITE_NOTFOUND
+    db.close();
+  });
+
+  it("stats(): named counters, the raw slots, the engine flag", () => {
+    const db = new Database(join(tempDir(), "st.db"));
+    db.exec("CREATE TABLE t(v)");
+    const before = db.stats();
+    db.run("INSERT INTO t VALUES (1)");
+    const after = db.stats();
+    expect(after.raw.length).toBe(32);
+    expect(typeof after.engine).toBe("boolean");
+    for (const k of ["commits", "conflicts", "logBytes", "compactions", "snapshotEpoch", "commitEpoch", "relocations", "retries"] as const) {
+      expect(typeof after[k]).toBe("number");
+    }
+    if (after.engine) expect(after.commits).toBeGreaterThan(before.commits);
+    const memory = new Database(":memory:");
+    expect(memory.stats().engine).toBe(false);
+    memory.close();
+    const stock = new Database(join(tempDir(), "stock.db"), { multiwriter: false });
+    expect(stock.stats().engine).toBe(false);
+    stock.close();
+    db.close();
+  });
+
+  it("versions and the source id", () => {
+    expect(mwVersion()).toMatch(/^\d+\.\d+\.\d+/);
+    expect(Database.engineVersion).toBe(mwVersion());
+    expect(sqliteVersion()).toBe("3.54.1");
+    expect(Database.sqliteVersion).toBe("3.54.1");
+    expect(sourceId()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [0-9a-f]{64}$/);
+    expect(Database.sourceId).toBe(sourceId());
+    const db = new Database();
+    expect(db.query("SELECT mw_version() AS v").get()).toEqual({ v: mwVersion() });
+    db.close();
+  });
+});
