@@ -250,6 +250,8 @@ struct mw_lane {
   unsigned char *pgbuf;        /* one page, scratch */
 
   int losses;                  /* commits refused in a row */
+  uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
+                                  snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
 
   int64_t stats[MW_STAT_COUNT];
@@ -258,6 +260,19 @@ struct mw_lane {
 /* commit.c: publishes frames [from, to) of the lane's WAL (to-1 is the commit
 ** frame, whose header says the database has db_pages pages). */
 int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages);
+
+/* growth.c (engine.md section 7): called by mw_commit under every stripe. */
+/* 1 when a write conflict on pgno is one that relocation or the interior merge
+** may resolve: page 1, a page past the snapshot's end, or an interior table page
+** on both sides. c is the page's chain. */
+int mw_growth_candidate(mw_lane *l, uint32_t pgno, const unsigned char *ours,
+                        const mw_chain *c);
+/* Relocates the write set (wp sorted, img) past the newest end and merges the
+** interior table pages merge[0..nmerge-1]. SQLITE_OK: wp/img renumbered (still
+** sorted), *pDbPages the new size, *pMerged the pages merged. SQLITE_BUSY_SNAPSHOT:
+** refused (reason counted; the images may be half rewritten: drop them). */
+int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
+                    const uint32_t *merge, int nmerge, uint32_t *pDbPages, int *pMerged);
 
 /* lane.c */
 int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, int *pOut,
