@@ -18,6 +18,7 @@
 
 #define TICK_MS 200            /* garbage collection period */
 #define TIMER_TICKS 25         /* compaction at least every 5 s when there is work */
+#define PINNED_WARN 10000      /* pinned versions that make sqlite3_log warn */
 
 static int cmp_page(const void *a, const void *b) {
   const mw_page_out *x = a, *y = b;
@@ -38,7 +39,17 @@ static void gc(mw_db *db) {
   mw_mutex_lock(&db->mu);
   db->pinned = pinned;
   db->chains = chains;
+  /* A reader that never ends keeps every version since its snapshot: say so (once
+  ** per tenfold growth) instead of growing silently. */
+  int warn = pinned >= PINNED_WARN && pinned >= db->pinned_warned * 10;
+  if (warn) db->pinned_warned = pinned;
+  if (pinned < PINNED_WARN) db->pinned_warned = 0;
   mw_mutex_unlock(&db->mu);
+  if (warn)
+    sqlite3_log(SQLITE_WARNING, "multiwriter: %lld page versions of %s are kept only for a "
+                "snapshot at epoch %llu (visible %llu): a transaction is still open",
+                (long long)pinned, db->path, (unsigned long long)oldest,
+                (unsigned long long)visible);
 }
 
 static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end);

@@ -148,6 +148,7 @@ struct mw_db {
   int want_compact;
   int64_t compactions;
   int64_t pinned;
+  int64_t pinned_warned;       /* pinned count at the last warning */
   int64_t chains;
   uint64_t commits_since_gc;
 
@@ -178,7 +179,7 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l);
 ** holds new ones back until its own transaction ends (each wait is bounded, so
 ** two connections used by one thread cannot deadlock). */
 #define MW_TURN_AFTER 8
-#define MW_TURN_WAIT_MS 200
+#define MW_TURN_WAIT_MS 50
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_txn_end(mw_db *db, mw_lane *l);
 /* Reads page bytes from the database file (pages the store does not hold). */
