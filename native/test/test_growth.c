@@ -179,7 +179,17 @@ int main(void) {
            "test \"$(/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; SELECT count(*) FROM own; "
            "SELECT count(*) FROM mix')\" = \"$(printf 'ok\\n%d\\n%d' )\"",
            path, THREADS * (TXNS * ROWS + SEED), THREADS * TXNS * ROWS);
-  CHECK(system(cmd) == 0);
+  if (access("/usr/bin/sqlite3", X_OK) == 0) {
+    CHECK(system(cmd) == 0);
+  } else { /* no Debian sqlite3 here: the vendored library, plain unix VFS */
+    printf("test_growth: no /usr/bin/sqlite3, checking with a stock connection\n");
+    sqlite3 *st = 0;
+    CHECK_RC(sqlite3_open_v2(path, &st, SQLITE_OPEN_READWRITE, "unix"), SQLITE_OK);
+    CHECK(tu_integrity_ok(st));
+    check_rows(st, "own", 0);
+    check_rows(st, "mix", 1);
+    CHECK_RC(sqlite3_close(st), SQLITE_OK);
+  }
   tu_rmdir();
   printf("test_growth: ok\n");
   return 0;

@@ -182,7 +182,16 @@ int main(void) {
   snprintf(cmd, sizeof cmd,
            "test \"$(/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; SELECT count(*) FROM t')\" = "
            "\"$(printf 'ok\\n%d')\"", path, THREADS * TXNS * ROWS + 1);
-  CHECK(system(cmd) == 0);
+  if (access("/usr/bin/sqlite3", X_OK) == 0) {
+    CHECK(system(cmd) == 0);
+  } else { /* no Debian sqlite3 here: the vendored library, plain unix VFS */
+    printf("test_growth_lockpage: no /usr/bin/sqlite3, checking with a stock connection\n");
+    sqlite3 *st = 0;
+    CHECK_RC(sqlite3_open_v2(path, &st, SQLITE_OPEN_READWRITE, "unix"), SQLITE_OK);
+    CHECK(tu_integrity_ok(st));
+    CHECK(tu_int(st, "SELECT count(*) FROM t") == THREADS * TXNS * ROWS + 1);
+    CHECK_RC(sqlite3_close(st), SQLITE_OK);
+  }
   tu_rmdir();
 
   printf("test_growth_lockpage: ok\n");
