@@ -56,6 +56,12 @@ enum mw_stat {
   MW_STAT_MERGES,              /* interior pages merged three ways */
   MW_STAT_TURNS,               /* hot-spot turns taken by this connection */
   MW_STAT_RELOCATE_REFUSED,    /* relocations refused (any reason) */
+  MW_STAT_RELOCATE_LOCK_PAGE,  /* ... of which: the range held the lock-byte page */
+  MW_STAT_RELOCATE_STALE,      /* ... of which: a later commit of a relocated snapshot */
+  MW_STAT_RELOCATE_PAGE1,      /* ... of which: page 1 or the freelist changed */
+  MW_STAT_RELOCATE_UNSAFE,     /* ... of which: a reference not found exactly once,
+                                  an unknown or malformed page */
+  MW_STAT_MERGE_REFUSED,       /* interior merges refused (commit refused) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

@@ -182,7 +182,9 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   uint32_t *wp = malloc((size_t)nframes * sizeof(uint32_t));
   unsigned char **img = calloc((size_t)nframes, sizeof(*img));
   uint32_t *rp = 0;
-  int nw = 0, nr = 0;
+  uint32_t *merge = 0;         /* interior table pages to merge (growth.c) */
+  int nw = 0, nr = 0, nmerge = 0, relocated = 0, merged = 0;
+  uint32_t grown = 0;          /* size after a relocated commit */
   int installed = 0;
   if (w == 0 || wp == 0 || img == 0) { rc = SQLITE_NOMEM; goto out; }
 
@@ -216,6 +218,17 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   }
 
   if (db->broken) { rc = db->broken; goto out; }
+  /* A relocated commit renumbered pages this snapshot's WAL still uses. */
+  if (l->reloc_epoch > l->snap) { /* (the next snapshot starts at or after it) */
+    l->stats[MW_STAT_CONFLICT_WRITE]++;
+    l->stats[MW_STAT_RELOCATE_REFUSED]++;
+    l->stats[MW_STAT_RELOCATE_STALE]++;
+    l->losses++;
+    rc = SQLITE_BUSY_SNAPSHOT;
+    goto out;
+  }
+  merge = malloc((size_t)(nw ? nw : 1) * sizeof(uint32_t));
+  if (merge == 0) { rc = SQLITE_NOMEM; goto out; }
 
 #if MW_USE_LOG
   /* 2. Room in the log first. */
@@ -231,11 +244,16 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   uint64_t mask = (uint64_t)1 << mw_stripe_of(1);
   for (int i = 0; i < nw; i++) mask |= (uint64_t)1 << mw_stripe_of(wp[i]);
   for (int i = 0; i < nr; i++) mask |= (uint64_t)1 << mw_stripe_of(rp[i]);
+  const uint64_t all = MW_STRIPES >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << MW_STRIPES) - 1);
+  int conflict, growth;
+relock:
   for (int i = 0; i < MW_STRIPES; i++)
     if (mask & ((uint64_t)1 << i)) mw_store_lock(s, i);
 
   /* 4. Validate. */
-  int conflict = 0;
+  conflict = 0;
+  growth = 0;
+  nmerge = 0;
   uint32_t view_cookie = 0, newest_cookie = 0, newest_size = 0;
   int meta_changed = 0;
   rc = page1_check(l, &view_cookie, &newest_cookie, &newest_size, &meta_changed);
@@ -244,7 +262,16 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     mw_chain *c = mw_store_chain_locked(s, wp[i]);
     if (c && c->n) {
       uint64_t e = c->v[c->n - 1].epoch;
-      if (e > l->snap && !is_own(l, e)) conflict = MW_STAT_CONFLICT_WRITE;
+      if (e > l->snap && !is_own(l, e)) {
+        /* Growth (page 1, pages past the snapshot's end, interior table pages
+        ** both changed) may still commit: relocation hook below. */
+        if (writes_page1 && l->nown == 0 && mw_growth_candidate(l, wp[i], img[i], c)) {
+          growth = 1;
+          if (wp[i] != 1 && wp[i] <= l->snap_size) merge[nmerge++] = wp[i];
+        } else {
+          conflict = MW_STAT_CONFLICT_WRITE;
+        }
+      }
     }
   }
   /* Relocation hook (engine.md section 7, relocate.h; issue 4). Everything it needs
@@ -257,7 +284,31 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   ** mw_relocate() on copies, validate the renumbered pages like any other, and go on
   ** with the renumbered write set and db_pages = N1 + g. The lane must then refuse
   ** any later commit of this snapshot (its WAL still has the old numbers): set a
-  ** flag that makes the next mw_commit of the snapshot return SQLITE_BUSY_SNAPSHOT. */
+  ** flag that makes the next mw_commit of the snapshot return SQLITE_BUSY_SNAPSHOT.
+  ** Done so (growth.c): with every stripe held (relock once), so that page 1's
+  ** newest version, the stripes of N1+1..N1+g and the merge's "theirs wrote"
+  ** lookups are all stable until the epoch is assigned. */
+  if (rc == SQLITE_OK && !conflict && growth) {
+    if (mask != all) {
+      for (int i = MW_STRIPES - 1; i >= 0; i--)
+        if (mask & ((uint64_t)1 << i)) mw_store_unlock(s, i);
+      mask = all;
+      goto relock;
+    }
+    int grc = mw_growth_apply(l, wp, img, nw, merge, nmerge, &grown, &merged);
+    if (grc == SQLITE_BUSY_SNAPSHOT) {
+      conflict = MW_STAT_CONFLICT_WRITE;
+    } else if (grc != SQLITE_OK) {
+      rc = grc;
+    } else {
+      relocated = 1;
+      /* Reads past the snapshot's end were of this transaction's own new pages. */
+      int k = 0;
+      for (int i = 0; i < nr; i++)
+        if (rp[i] <= l->snap_size) rp[k++] = rp[i];
+      nr = k;
+    }
+  }
   /* A schema change always validates its reads, whatever mw_readcheck says: an
   ** index built from rows another commit changed would be wrong. Without
   ** mw_readcheck the interior pages read are still validated: a commit that
@@ -297,6 +348,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   ** older snapshot (which would cut off pages that others added). */
   uint32_t lane_pages = db_pages;
   if (!writes_page1) db_pages = newest_size;
+  if (relocated) db_pages = grown;
 
   /* 5. The epoch and the log offset, together. */
   mw_mutex_lock(&db->mu);
@@ -378,6 +430,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   mw_mutex_unlock(&db->mu);
   if (kick) mw_compact_kick(db);
   if (rc != SQLITE_OK) goto out;
+  if (relocated) l->reloc_epoch = epoch;
 
   if (l->nown == l->cap_own) {
     int ncap = l->cap_own ? l->cap_own * 2 : 4;
@@ -390,6 +443,10 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   l->cur_size = lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
   l->losses = 0;
+  if (relocated) {
+    l->stats[MW_STAT_RELOCATIONS]++;
+    l->stats[MW_STAT_MERGES] += merged;
+  }
 
 out:
   if (!installed && img)
@@ -398,5 +455,6 @@ out:
   free(w);
   free(wp);
   free(rp);
+  free(merge);
   return rc;
 }

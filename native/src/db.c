@@ -318,7 +318,7 @@ void mw_db_add_lane(mw_db *db, mw_lane *l) {
 
 void mw_db_remove_lane(mw_db *db, mw_lane *l) {
   mw_mutex_lock(&db->mu);
-  if (db->turn == l) db->turn = 0;
+  mw_turn_forget_locked(db, l);
   for (mw_lane **pp = &db->lanes; *pp; pp = &(*pp)->next_in_db)
     if (*pp == l) { *pp = l->next_in_db; break; }
   recompute_oldest_locked(db);
@@ -341,26 +341,9 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
   mw_mutex_unlock(&db->mu);
 }
 
-/* Waits on db->cv until cond() is false or the deadline passes. */
-#define WAIT_WHILE(cond, deadline)                                              \
-  while ((cond)) {                                                              \
-    uint64_t now_ = mw_now_ns();                                                \
-    if (now_ >= (deadline)) break;                                              \
-    mw_cond_timedwait_ms(&db->cv, &db->mu, (int)(((deadline) - now_) / 1000000u) + 1); \
-  }
-
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_mutex_lock(&db->mu);
-  uint64_t deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
-  /* Someone else's turn: new transactions wait for it to end. */
-  WAIT_WHILE(db->turn && db->turn != l, deadline);
-  if (l->losses >= MW_TURN_AFTER && (db->turn == 0 || db->turn == l)) {
-    if (db->turn != l) l->stats[MW_STAT_TURNS]++;
-    db->turn = l;
-    /* Let the transactions in flight finish: this one then runs on fresh state. */
-    deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
-    WAIT_WHILE(db->active > 0, deadline);
-  }
+  mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;
   l->counted = 1;
   l->reg = db->visible;
@@ -377,7 +360,7 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
     db->active--;
     l->counted = 0;
   }
-  if (db->turn == l) db->turn = 0;
+  mw_turn_leave_locked(db, l);
   if (was == db->oldest) recompute_oldest_locked(db);
   mw_cond_broadcast(&db->cv);
   mw_mutex_unlock(&db->mu);

@@ -137,6 +137,8 @@ struct mw_db {
   mw_pending ring[MW_RING];
   mw_lane *lanes;              /* every lane, for the snapshot registry */
   mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */
+  mw_lane *turn_head, *turn_tail; /* FIFO of lanes queued for the turn (turn.c) */
+  uint64_t turn_since;         /* when the head became the head (ns) */
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
 
@@ -180,6 +182,7 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l);
 ** two connections used by one thread cannot deadlock). */
 #define MW_TURN_AFTER 8
 #define MW_TURN_WAIT_MS 50
+#define MW_TURN_HOLD_MS 500    /* the head of the turn queue keeps its place at most */
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_txn_end(mw_db *db, mw_lane *l);
 /* Reads page bytes from the database file (pages the store does not hold). */
@@ -251,6 +254,10 @@ struct mw_lane {
   unsigned char *pgbuf;        /* one page, scratch */
 
   int losses;                  /* commits refused in a row */
+  mw_lane *turn_next;          /* next in the turn queue (turn.c) */
+  int turn_queued;
+  uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
+                                  snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
 
   int64_t stats[MW_STAT_COUNT];
@@ -259,6 +266,25 @@ struct mw_lane {
 /* commit.c: publishes frames [from, to) of the lane's WAL (to-1 is the commit
 ** frame, whose header says the database has db_pages pages). */
 int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages);
+
+/* growth.c (engine.md section 7): called by mw_commit under every stripe. */
+/* 1 when a write conflict on pgno is one that relocation or the interior merge
+** may resolve: page 1, a page past the snapshot's end, or an interior table page
+** on both sides. c is the page's chain. */
+int mw_growth_candidate(mw_lane *l, uint32_t pgno, const unsigned char *ours,
+                        const mw_chain *c);
+/* Relocates the write set (wp sorted, img) past the newest end and merges the
+** interior table pages merge[0..nmerge-1]. SQLITE_OK: wp/img renumbered (still
+** sorted), *pDbPages the new size, *pMerged the pages merged. SQLITE_BUSY_SNAPSHOT:
+** refused (reason counted; the images may be half rewritten: drop them). */
+int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
+                    const uint32_t *merge, int nmerge, uint32_t *pDbPages, int *pMerged);
+
+/* turn.c (under db->mu): queue for and take the hot-spot turn before a
+** transaction's snapshot; release it at the transaction's end; drop a closing lane. */
+void mw_turn_enter_locked(mw_db *db, mw_lane *l);
+void mw_turn_leave_locked(mw_db *db, mw_lane *l);
+void mw_turn_forget_locked(mw_db *db, mw_lane *l);
 
 /* lane.c */
 int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, int *pOut,

@@ -1,0 +1,86 @@
+/*
+** turn.c: the hot-spot turn (engine.md section 5, fairness).
+**
+** A connection that lost MW_TURN_AFTER commits in a row queues for a per-database
+** turn before its next snapshot. The queue is FIFO (a linked list under db->mu,
+** waits on db->cv: no spinning). The lane at its head holds the turn once it
+** begins its transaction: it first lets the transactions in flight finish, then
+** runs while new transactions of other lanes wait, so the retries of a hot spot run
+** one after the other on fresh state instead of starving each other.
+**
+** Every wait is bounded, so a connection that never comes back (or one thread using
+** two connections) cannot block the others forever:
+**  - a lane that does not queue waits at most MW_TURN_WAIT_MS for a held turn;
+**  - the holder waits at most MW_TURN_WAIT_MS for the transactions in flight;
+**  - the head of the queue keeps its place at most MW_TURN_HOLD_MS: past that it is
+**    dropped from the queue (it queues again after its next loss).
+** The turn ends with the holder's transaction (commit or rollback).
+**
+** Owns: db->turn, db->turn_head, db->turn_tail, db->turn_since and the lanes'
+** turn_next / turn_queued. Every function runs under db->mu. Never touches the
+** snapshot registry or the epochs (db.c does, around these calls).
+*/
+#include "engine.h"
+
+static void wait_until(mw_db *db, uint64_t deadline) {
+  uint64_t now = mw_now_ns();
+  if (now >= deadline) return;
+  mw_cond_timedwait_ms(&db->cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
+}
+
+/* Removes l from the queue; the next lane becomes the head now. */
+static void unlink_locked(mw_db *db, mw_lane *l) {
+  if (!l->turn_queued) return;
+  mw_lane *prev = 0;
+  for (mw_lane *p = db->turn_head; p; prev = p, p = p->turn_next) {
+    if (p != l) continue;
+    if (prev) prev->turn_next = p->turn_next; else db->turn_head = p->turn_next;
+    if (db->turn_tail == p) db->turn_tail = prev;
+    if (prev == 0) db->turn_since = mw_now_ns();
+    break;
+  }
+  l->turn_next = 0;
+  l->turn_queued = 0;
+  if (db->turn == l) db->turn = 0;
+  mw_cond_broadcast(&db->cv);
+}
+
+void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
+  uint64_t hold = (uint64_t)MW_TURN_HOLD_MS * 1000000u;
+  if (l->losses >= MW_TURN_AFTER && !l->turn_queued) {
+    l->turn_next = 0;
+    l->turn_queued = 1;
+    if (db->turn_tail) db->turn_tail->turn_next = l; else db->turn_head = l;
+    db->turn_tail = l;
+    if (db->turn_head == l) db->turn_since = mw_now_ns();
+  }
+  if (l->turn_queued) {
+    /* Wait in line; a head that overstays loses its place. */
+    while (db->turn_head != l) {
+      mw_lane *h = db->turn_head;
+      uint64_t until = db->turn_since + hold;
+      if (mw_now_ns() >= until) {
+        unlink_locked(db, h);
+        continue;
+      }
+      wait_until(db, until);
+    }
+    if (db->turn != l) {
+      l->stats[MW_STAT_TURNS]++;
+      db->turn = l;
+    }
+    /* Let the transactions in flight finish: this one then runs on fresh state. */
+    uint64_t deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
+    while (db->active > 0 && mw_now_ns() < deadline) wait_until(db, deadline);
+    return;
+  }
+  /* Someone else's turn: new transactions wait for it to end (bounded). */
+  uint64_t deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
+  while (db->turn && db->turn != l && mw_now_ns() < deadline) wait_until(db, deadline);
+}
+
+void mw_turn_leave_locked(mw_db *db, mw_lane *l) {
+  if (db->turn == l) unlink_locked(db, l);
+}
+
+void mw_turn_forget_locked(mw_db *db, mw_lane *l) { unlink_locked(db, l); }
