@@ -13,5 +13,18 @@ export { SQLiteError } from "./error.ts";
 export { type Params, type RunResult, Statement } from "./statement.ts";
 export type { DatabaseOptions } from "./options.ts";
 export type { BindParams, BindValue, SQLValue } from "./values.ts";
-export { LIBRARY_ENV, LibraryNotFoundError } from "./ffi/resolve.ts";
+export {
+  ensureLibrary,
+  LIBRARY_ENV,
+  LibraryNotFoundError,
+  NO_CHECKOUT_ENV,
+  type ResolveOptions,
+  type Resolved,
+} from "./ffi/resolve.ts";
+export {
+  BASE_URL_ENV,
+  CACHE_ENV,
+  NO_DOWNLOAD_ENV,
+  releaseBaseUrl,
+} from "./ffi/download.ts";
 export { codeName } from "./codes.ts";

@@ -1,5 +1,6 @@
 // Library resolution: explicit path, environment variable, per-platform npm package,
-// the checkout's zig-out; an error that lists every place it looked.
+// the checkout's zig-out, the release download (test/download.test.ts); an error that
+// lists every place it looked.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -11,6 +12,7 @@ import {
   packageName,
   resolveLibrary,
 } from "../lib/ffi/resolve.ts";
+import { releaseBaseUrl } from "../lib/ffi/download.ts";
 import { libDir, tempDir } from "./helpers.ts";
 
 const built = join(libDir, libraryFileName(process.platform));
@@ -113,7 +115,11 @@ describe("library resolution", () => {
     expect(searched[0]).toMatch(/SQLITE_MULTIWRITER_LIB \(not set\)/);
     expect(searched[1]).toMatch(/@sqlite-multiwriter\/linux-arm64-musl \(not installed\)/);
     expect(searched[2]).toBe(`${join(base, "zig-out", "lib", "libmwsqlite3.so")} (build output of the checkout: no such file)`);
-    expect(searched.length).toBe(4);
+    expect(searched[4]).toBe(
+      `${releaseBaseUrl()}linux-arm64-musl-libmwsqlite3.so (not downloaded: the download runs in \`await ensureLibrary()\`, ` +
+        `which the JSR entry does at import; this entry loads synchronously)`,
+    );
+    expect(searched.length).toBe(5);
     for (const s of searched) expect((err as Error).message).toContain(s);
   });
 

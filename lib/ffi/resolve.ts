@@ -1,14 +1,29 @@
 // lib/ffi/resolve.ts: finds the native library file. Order: an explicit path, the
 // SQLITE_MULTIWRITER_LIB environment variable, the per-platform npm package
-// (@sqlite-multiwriter/<os>-<cpu>[-musl]), the build output (zig-out) of a checkout.
+// (@sqlite-multiwriter/<os>-<cpu>[-musl]), the build output (zig-out) of a checkout, and
+// last the release download (download.ts). The first four are synchronous file checks;
+// the download is asynchronous, so it happens in ensureLibrary(), which the JSR entry
+// (lib/jsr.ts) awaits at module load, and resolveLibrary() only uses what it got.
 // It only looks at files; loading is the adapters' job.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
+import {
+  baseUrl,
+  cacheDir,
+  downloadDisabled,
+  embeddedManifest,
+  fetchLibrary,
+  findTarget,
+  NO_DOWNLOAD_ENV,
+  type NativeManifest,
+} from "./download.ts";
 
 export const LIBRARY_ENV = "SQLITE_MULTIWRITER_LIB";
+/** `1` skips the build output of the checkout (to test the places after it). */
+export const NO_CHECKOUT_ENV = "SQLITE_MULTIWRITER_NO_CHECKOUT";
 
 /** Thrown when no place has the library; `searched` lists each place and why it failed. */
 export class LibraryNotFoundError extends Error {
@@ -18,7 +33,7 @@ export class LibraryNotFoundError extends Error {
       "sqlite-multiwriter: cannot find the native library. Looked in:\n" +
         searched.map((s) => `  - ${s}`).join("\n") +
         `\nBuild it with \`node scripts/zig.mjs build\`, install the package for this platform, ` +
-        `or set ${LIBRARY_ENV} to the library file.`,
+        `set ${LIBRARY_ENV} to the library file, or let \`await ensureLibrary()\` download it.`,
     );
     this.name = "LibraryNotFoundError";
     this.searched = searched;
@@ -38,11 +53,13 @@ export interface ResolveOptions {
   requireFrom?: string;
   /** The checkout whose zig-out is searched (defaults to the one holding this file, if any). */
   checkoutRoot?: string | null;
+  /** The manifest of the release assets (defaults to the one committed in lib/ffi). */
+  manifest?: NativeManifest;
 }
 
 export interface Resolved {
   path: string;
-  source: "explicit" | "env" | "package" | "checkout";
+  source: "explicit" | "env" | "package" | "checkout" | "download";
 }
 
 /** The library's file name on a platform. */
@@ -86,11 +103,15 @@ function defaultCheckoutRoot(): string | null {
   return url.startsWith("file:") ? fileURLToPath(new URL("../../", url)) : null;
 }
 
-export function resolveLibrary(options: ResolveOptions = {}): Resolved {
+/** What the last ensureLibrary() download gave: the cached file, or why there is none. */
+let downloaded: { url: string; path: string } | { url: string; reason: string } | null = null;
+
+// The first four places. Returns the hit, or null after listing each miss in `searched`;
+// throws when an explicit path or the variable points nowhere (set on purpose: no fallback).
+function findLocal(options: ResolveOptions, searched: string[]): Resolved | null {
   const platform = options.platform ?? process.platform;
   const arch = options.arch ?? process.arch;
   const file = libraryFileName(platform);
-  const searched: string[] = [];
 
   if (options.explicit !== undefined) {
     const p = resolve(toPath(options.explicit));
@@ -127,7 +148,9 @@ export function resolveLibrary(options: ResolveOptions = {}): Resolved {
   }
 
   const root = options.checkoutRoot === undefined ? defaultCheckoutRoot() : options.checkoutRoot;
-  if (root !== null) {
+  if (env[NO_CHECKOUT_ENV] && env[NO_CHECKOUT_ENV] !== "0") {
+    searched.push(`the build output of a checkout (skipped: ${NO_CHECKOUT_ENV} is set)`);
+  } else if (root !== null) {
     const candidates = [join(root, "zig-out", "lib", file), join(root, "zig-out", "bin", file)];
     const hit = candidates.find(isFile);
     if (hit) return { path: isAbsolute(hit) ? hit : resolve(hit), source: "checkout" };
@@ -135,5 +158,79 @@ export function resolveLibrary(options: ResolveOptions = {}): Resolved {
   } else {
     searched.push("the build output of a checkout (this module is not loaded from files)");
   }
+  return null;
+}
+
+// The release asset of this platform: its URL and cache folder, or why there is none.
+function releaseAsset(options: ResolveOptions) {
+  const platform = options.platform ?? process.platform;
+  const arch = options.arch ?? process.arch;
+  const env = options.env ?? process.env;
+  const manifest = options.manifest ?? embeddedManifest;
+  const libc = platform === "linux" ? (options.libc ?? detectLibc()) : undefined;
+  const base = baseUrl(env, manifest);
+  const hit = findTarget(manifest, platform, arch, libc);
+  if (hit === null) {
+    const name = `${platform}-${arch}${libc ? ` (${libc})` : ""}`;
+    return { ok: false as const, where: `${base} (release ${manifest.version} has no library for ${name})` };
+  }
+  const [target, t] = hit;
+  return {
+    ok: true as const,
+    target,
+    url: new URL(t.library.asset, base).href,
+    expected: t.library,
+    // A function: a missing cache folder is a download failure, listed like the others.
+    dir: () => cacheDir(env, manifest.version, platform),
+  };
+}
+
+/**
+ * Finds the library synchronously: the four local places, then what ensureLibrary()
+ * downloaded in this process. Throws LibraryNotFoundError listing every place otherwise.
+ */
+export function resolveLibrary(options: ResolveOptions = {}): Resolved {
+  const searched: string[] = [];
+  const local = findLocal(options, searched);
+  if (local !== null) return local;
+  const env = options.env ?? process.env;
+  const asset = releaseAsset(options);
+  if (downloadDisabled(env)) {
+    searched.push(`${asset.ok ? asset.url : "the release download"} (download disabled: ${NO_DOWNLOAD_ENV} is set)`);
+  } else if (!asset.ok) {
+    searched.push(asset.where);
+  } else if (downloaded?.url === asset.url && "path" in downloaded && isFile(downloaded.path)) {
+    return { path: downloaded.path, source: "download" };
+  } else if (downloaded?.url === asset.url && "reason" in downloaded) {
+    searched.push(`${downloaded.url} (download failed: ${downloaded.reason})`);
+  } else {
+    searched.push(
+      `${asset.url} (not downloaded: the download runs in \`await ensureLibrary()\`, ` +
+        `which the JSR entry does at import; this entry loads synchronously)`,
+    );
+  }
   throw new LibraryNotFoundError(searched);
+}
+
+/**
+ * Makes the library available, downloading it when no local place has it: the release
+ * asset of this platform is fetched from the pinned release URL ($SQLITE_MULTIWRITER_BASE_URL
+ * overrides it), checked against the manifest's sha256 and cached (checked again on every
+ * call). After it resolves, `new Database()` finds the file synchronously. Rejects with
+ * LibraryNotFoundError listing every place looked at, the URL tried and why it failed.
+ */
+export async function ensureLibrary(options: ResolveOptions = {}): Promise<Resolved> {
+  const local = findLocal(options, []);
+  if (local !== null) return local;
+  const env = options.env ?? process.env;
+  const asset = releaseAsset(options);
+  if (!downloadDisabled(env) && asset.ok) {
+    try {
+      const path = await fetchLibrary({ url: asset.url, expected: asset.expected, dir: asset.dir(), target: asset.target });
+      downloaded = { url: asset.url, path };
+    } catch (e) {
+      downloaded = { url: asset.url, reason: e instanceof Error ? e.message : String(e) };
+    }
+  }
+  return resolveLibrary(options);
 }
