@@ -99,7 +99,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
           }
         }
         console.error(
-          `manifest: ${file} ${have === null ? "is missing" : "differs from this build"}` +
+          `manifest: ${file.replace(repo + "/", "")} ${have === null ? "is missing" : "differs from this build"}` +
             (stale.length ? ` (changed: ${stale.join(", ")})` : "") +
             `; regenerate it with \`node release/manifest.mjs --ts ${file.replace(repo + "/", "")}\` and commit it`,
         );

@@ -14,14 +14,113 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "ff95f760c8708bc7d45edee5d3f2836e91abbdaa8d0e6369965dd9be11a44fa9",
-        "size": 7987024
+        "sha256": "f3820e506e210da6e8978ff70c33361f47adba25600f6616805de80ad6702e8f",
+        "size": 1762368
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "24370008612488a46064fb9c1a4a4ba49f902eafe205a286b0367540148bcee9",
-        "size": 484168
+        "sha256": "460bb9795f0724be8029773f56d8bd448287b081bc5f11f0e555a8062a071968",
+        "size": 202552
+      }
+    },
+    "linux-arm64-gnu": {
+      "os": "linux",
+      "cpu": "arm64",
+      "libc": "glibc",
+      "library": {
+        "file": "libmwsqlite3.so",
+        "asset": "linux-arm64-gnu-libmwsqlite3.so",
+        "sha256": "61832194935c90dede9ab47b890ebda7cb1bfa611d7fa0796297e6f6c216bc6b",
+        "size": 1706744
+      },
+      "extension": {
+        "file": "libmultiwriter.so",
+        "asset": "linux-arm64-gnu-libmultiwriter.so",
+        "sha256": "d08ed64bc33f9db10055ceec890b98fdacbb13be7e5cb6abc59ad83ecd2a96f8",
+        "size": 196008
+      }
+    },
+    "linux-x64-musl": {
+      "os": "linux",
+      "cpu": "x64",
+      "libc": "musl",
+      "library": {
+        "file": "libmwsqlite3.so",
+        "asset": "linux-x64-musl-libmwsqlite3.so",
+        "sha256": "1542ad280bd84585f5227759429711d9fcdfd6ad497e7629c1f41566fe74527e",
+        "size": 1760472
+      },
+      "extension": {
+        "file": "libmultiwriter.so",
+        "asset": "linux-x64-musl-libmultiwriter.so",
+        "sha256": "91846baccb533d9e76a723a9a18fd26b7337f6e5702a899e23b15ad83de8140a",
+        "size": 201968
+      }
+    },
+    "linux-arm64-musl": {
+      "os": "linux",
+      "cpu": "arm64",
+      "libc": "musl",
+      "library": {
+        "file": "libmwsqlite3.so",
+        "asset": "linux-arm64-musl-libmwsqlite3.so",
+        "sha256": "77d57d3cabe5f86b8f49d86d6aed7ceb7498ff62d7ec42ab7b1ed5206fe14a8e",
+        "size": 1704992
+      },
+      "extension": {
+        "file": "libmultiwriter.so",
+        "asset": "linux-arm64-musl-libmultiwriter.so",
+        "sha256": "93d190fe3381865c73ddbc52fc65340ad72e33141d94b139c9e1281ab7b5270e",
+        "size": 195488
+      }
+    },
+    "darwin-x64": {
+      "os": "darwin",
+      "cpu": "x64",
+      "library": {
+        "file": "libmwsqlite3.dylib",
+        "asset": "darwin-x64-libmwsqlite3.dylib",
+        "sha256": "83b2761ce0fa88cbf7e3cba6ed6e53baef61d0abb95e64356c98450eb582325e",
+        "size": 1722835
+      },
+      "extension": {
+        "file": "libmultiwriter.dylib",
+        "asset": "darwin-x64-libmultiwriter.dylib",
+        "sha256": "5b8cafa2298d06084e6596041ef5d954625ce6935c9901568b7b936e726091c3",
+        "size": 209457
+      }
+    },
+    "darwin-arm64": {
+      "os": "darwin",
+      "cpu": "arm64",
+      "library": {
+        "file": "libmwsqlite3.dylib",
+        "asset": "darwin-arm64-libmwsqlite3.dylib",
+        "sha256": "9a922c0ed0797bbce56869b1db48b578be2de275a7c6a57ddb38a24aa986beda",
+        "size": 1794272
+      },
+      "extension": {
+        "file": "libmultiwriter.dylib",
+        "asset": "darwin-arm64-libmultiwriter.dylib",
+        "sha256": "7298b8584c7bd75c6843c57cbe379b936821efd5e417ee01ab7457a98a8cfb20",
+        "size": 240200
+      }
+    },
+    "win32-x64": {
+      "os": "win32",
+      "cpu": "x64",
+      "library": {
+        "file": "mwsqlite3.dll",
+        "asset": "win32-x64-mwsqlite3.dll",
+        "sha256": "5ea76780c6f7c5088d6759793689a1ea03dc37f88d6f37e269c03be979e26447",
+        "size": 1643008
+      },
+      "extension": {
+        "file": "multiwriter.dll",
+        "asset": "win32-x64-multiwriter.dll",
+        "sha256": "ad0cebb81c0ef9fee30a13800172d307f16974bc36233781c5690342b0f833eb",
+        "size": 144896
       }
     }
   }

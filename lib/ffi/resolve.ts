@@ -212,6 +212,16 @@ export function resolveLibrary(options: ResolveOptions = {}): Resolved {
   throw new LibraryNotFoundError(searched);
 }
 
+// An error's message and the messages of its causes (fetch puts the network error there).
+function describe(e: unknown): string {
+  const parts: string[] = [];
+  for (let c: unknown = e; c !== undefined && c !== null && parts.length < 4; c = (c as { cause?: unknown }).cause) {
+    const m = c instanceof Error ? c.message : String(c);
+    if (!parts.some((p) => p.includes(m))) parts.push(m);
+  }
+  return parts.join(": ");
+}
+
 /**
  * Makes the library available, downloading it when no local place has it: the release
  * asset of this platform is fetched from the pinned release URL ($SQLITE_MULTIWRITER_BASE_URL
@@ -229,7 +239,7 @@ export async function ensureLibrary(options: ResolveOptions = {}): Promise<Resol
       const path = await fetchLibrary({ url: asset.url, expected: asset.expected, dir: asset.dir(), target: asset.target });
       downloaded = { url: asset.url, path };
     } catch (e) {
-      downloaded = { url: asset.url, reason: e instanceof Error ? e.message : String(e) };
+      downloaded = { url: asset.url, reason: describe(e) };
     }
   }
   return resolveLibrary(options);
