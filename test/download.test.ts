@@ -206,6 +206,24 @@ describe("release download", () => {
     expect(filesUnder(cache)).toEqual([]);
   });
 
+  // The real release file of this host, when `zig build release` has run and matches the
+  // committed manifest (a stale one is release/check.mjs's to report): the JSR entry as users
+  // get it, embedded manifest and all.
+  const hostEntry = findTarget(embeddedManifest, process.platform, process.arch, libc);
+  const releaseFile = hostEntry && join(root, "zig-out", "release", hostEntry[0], hostEntry[1].library.file);
+  const releaseMatches = releaseFile !== null && existsSync(releaseFile) &&
+    sha256(readFileSync(releaseFile)) === hostEntry![1].library.sha256;
+  it.skipIf(!releaseMatches)("the JSR entry downloads the released library of this platform and runs it", async () => {
+    const [target, t] = hostEntry!;
+    const dir = tempDir();
+    execFileSync("node", ["release/manifest.mjs", "--targets", target, "--assets", dir], { cwd: root });
+    copyFileSync(join(dir, t.library.asset), join(assets, t.library.asset));
+    const cache = tempDir();
+    const out = await fresh("jsr", { SQLITE_MULTIWRITER_BASE_URL: base, SQLITE_MULTIWRITER_CACHE: cache });
+    expect(out).toMatchObject({ ok: true, path: join(cache, embeddedManifest.version, target, t.library.file) });
+    expect(out.version).toBe(embeddedManifest.version);
+  });
+
   it("the server down: the error lists the URL and why it failed", async () => {
     const down = createServer();
     await new Promise<void>((ok) => down.listen(0, "127.0.0.1", ok));
