@@ -410,6 +410,7 @@ relock:
     goto out;
   }
   pe->ready = 1;
+  uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
     if (nx->epoch != db->visible + 1 || !nx->ready) break;
@@ -418,7 +419,8 @@ relock:
     db->visible_end = nx->end;
     nx->ready = 0;
   }
-  mw_cond_broadcast(&db->cv);
+  /* Wake the committers (and a full ring) only when something became visible. */
+  if (db->visible != was_visible) mw_cond_broadcast(&db->cv);
   while (db->visible < epoch && !db->broken) mw_cond_wait(&db->cv, &db->mu);
   if (db->visible < epoch) rc = db->broken;
 #if MW_USE_LOG

@@ -158,6 +158,7 @@ static void db_free(mw_db *db) {
   }
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
+  mw_cond_destroy(&db->turn_cv);
   mw_cond_destroy(&db->kick_cv);
   mw_mutex_destroy(&db->mu);
   free(db->path);
@@ -180,6 +181,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db
   if (db == 0) return SQLITE_NOMEM;
   mw_mutex_init(&db->mu);
   mw_cond_init(&db->cv);
+  mw_cond_init(&db->turn_cv);
   mw_cond_init(&db->kick_cv);
   db->path = malloc(strlen(zPath) + 1);
   db->data = calloc(1, (size_t)root->szOsFile);
@@ -362,7 +364,9 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   }
   mw_turn_leave_locked(db, l);
   if (was == db->oldest) recompute_oldest_locked(db);
-  mw_cond_broadcast(&db->cv);
+  /* Only the turn's waits depend on a transaction's end (db->active), and there are
+  ** none while no turn is held or queued. */
+  if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
   mw_mutex_unlock(&db->mu);
 }
 

@@ -125,7 +125,10 @@ struct mw_db {
   mw_store store;
 
   mw_mutex mu;                 /* publication: epochs, visibility, snapshots, lanes */
-  mw_cond cv;                  /* visibility advanced, or compactor work */
+  mw_cond cv;                  /* visibility advanced (commit.c) */
+  mw_cond turn_cv;             /* a transaction ended or the turn moved (turn.c): kept
+                                  apart from cv so that the commits' visibility wakes
+                                  no lane waiting for the turn, and the other way round */
   uint64_t assigned;           /* last epoch assigned */
   uint64_t visible;            /* last epoch visible (a prefix of assigned) */
   uint32_t visible_size;       /* pages at `visible` */

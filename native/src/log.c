@@ -198,17 +198,22 @@ static int ensure_idx(mw_log *log, size_t extra) {
 ** (ext4, xfs), and then the first data sync after each record converts one, which is
 ** a journal commit: a sync that is no longer data-only. Writing the zeros once per step
 ** (the caller syncs them) keeps every later sync of a record data-only, as for a WAL
-** that SQLite reuses. SQLITE_FULL when the disk has no room for it. */
+** that SQLite reuses. SQLITE_FULL when the disk has no room for it.
+** The zeros go out in chunks of 256 KiB, each written back to the device before
+** the next (mw_file_writeback, no device flush): the committers' data syncs run meanwhile on the same file, and one that
+** found a whole step of dirty zeros would write all of it (a 2 ms stall every step,
+** the p99.9 of one writer); now it finds at most one chunk. */
+#define GROW_IOV 4             /* a chunk: GROW_IOV * 64 KiB */
 static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target) {
   static const unsigned char zeros[65536];
   int rc = mw_file_preallocate(fd, target, 0);
   if (rc != SQLITE_OK || log->sync_mode == 0) return rc;
-  mw_iovec iov[16];
-  for (int i = 0; i < 16; i++) { iov[i].base = zeros; iov[i].len = sizeof(zeros); }
+  mw_iovec iov[GROW_IOV];
+  for (int i = 0; i < GROW_IOV; i++) { iov[i].base = zeros; iov[i].len = sizeof(zeros); }
   while (rc == SQLITE_OK && from < target) {
     uint64_t n = target - from;
     int cnt = 0;
-    while (cnt < 16 && n > 0) {
+    while (cnt < GROW_IOV && n > 0) {
       iov[cnt].len = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
       n -= iov[cnt].len;
       cnt++;
@@ -216,6 +221,7 @@ static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target
     uint64_t len = 0;
     for (int i = 0; i < cnt; i++) len += iov[i].len;
     rc = mw_file_pwritev(fd, iov, cnt, from, 0);
+    if (rc == SQLITE_OK) rc = mw_file_writeback(fd, from, len, 0);
     for (int i = 0; i < cnt; i++) iov[i].len = sizeof(zeros);
     from += len;
   }

@@ -86,6 +86,11 @@ int mw_file_pwrite(mw_fd fd, const void *buf, size_t n, uint64_t off, int *pErrn
 int mw_file_pwritev(mw_fd fd, const mw_iovec *iov, int cnt, uint64_t off, int *pErrno);
 /* Makes written data durable: fdatasync, or F_FULLFSYNC on macOS when full is set. */
 int mw_file_datasync(mw_fd fd, int full, int *pErrno);
+/* Writes the dirty cached pages of [off, off+len) to the device and waits for them,
+** without a device flush or metadata (Linux sync_file_range; elsewhere nothing: the
+** later data sync writes them). So that a large write (the log's zeros) does not
+** leave megabytes for the next data sync of another thread to write. */
+int mw_file_writeback(mw_fd fd, uint64_t off, uint64_t len, int *pErrno);
 /* Makes data and metadata durable (fsync). */
 int mw_file_sync(mw_fd fd, int *pErrno);
 /* Reserves disk blocks up to size bytes without changing what reads return

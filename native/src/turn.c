@@ -3,7 +3,7 @@
 **
 ** A connection that lost MW_TURN_AFTER commits in a row queues for a per-database
 ** turn before its next snapshot. The queue is FIFO (a linked list under db->mu,
-** waits on db->cv: no spinning). The lane at its head holds the turn once it
+** waits on db->turn_cv: no spinning). The lane at its head holds the turn once it
 ** begins its transaction: it first lets the transactions in flight finish, then
 ** runs while new transactions of other lanes wait, so the retries of a hot spot run
 ** one after the other on fresh state instead of starving each other.
@@ -25,7 +25,7 @@
 static void wait_until(mw_db *db, uint64_t deadline) {
   uint64_t now = mw_now_ns();
   if (now >= deadline) return;
-  mw_cond_timedwait_ms(&db->cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
+  mw_cond_timedwait_ms(&db->turn_cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
 }
 
 /* Removes l from the queue; the next lane becomes the head now. */
@@ -42,7 +42,7 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
   l->turn_next = 0;
   l->turn_queued = 0;
   if (db->turn == l) db->turn = 0;
-  mw_cond_broadcast(&db->cv);
+  mw_cond_broadcast(&db->turn_cv);
 }
 
 void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
