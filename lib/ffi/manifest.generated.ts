@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "f3820e506e210da6e8978ff70c33361f47adba25600f6616805de80ad6702e8f",
-        "size": 1762368
+        "sha256": "15f4e8c1e7502612abed8be6defa7922931d89649dd803a2ded4610df892f215",
+        "size": 1762512
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "460bb9795f0724be8029773f56d8bd448287b081bc5f11f0e555a8062a071968",
-        "size": 202552
+        "sha256": "082f99dc3538b2c16f46bbf789c50e455adad67f22c7cd52cb9035ef0971a7f8",
+        "size": 202680
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "61832194935c90dede9ab47b890ebda7cb1bfa611d7fa0796297e6f6c216bc6b",
-        "size": 1706744
+        "sha256": "35da58cc678d9307aea480697685ce6b46af7fe224f911db5c36c3ddfb5e1447",
+        "size": 1707088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "d08ed64bc33f9db10055ceec890b98fdacbb13be7e5cb6abc59ad83ecd2a96f8",
-        "size": 196008
+        "sha256": "07e7cac22117b6016c5b4dfa4619a4374fcf3124ab295ed73f662558e1de0235",
+        "size": 196352
       }
     },
     "linux-x64-musl": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "83b2761ce0fa88cbf7e3cba6ed6e53baef61d0abb95e64356c98450eb582325e",
-        "size": 1722835
+        "sha256": "17c9a3760f9bbe98ef2a76c34581c35e12eba641cfd84c5836359d2d02aa62bf",
+        "size": 1722870
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "5b8cafa2298d06084e6596041ef5d954625ce6935c9901568b7b936e726091c3",
-        "size": 209457
+        "sha256": "af797f556f7845a83185847830fae3b0ff3072c015545dc5eaafecd7ecf6f319",
+        "size": 209492
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "9a922c0ed0797bbce56869b1db48b578be2de275a7c6a57ddb38a24aa986beda",
-        "size": 1794272
+        "sha256": "14ab87776d7076af47dc05c6ba8892eaa813c43c64e75c59fa4eacddea5bf57c",
+        "size": 1794304
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "7298b8584c7bd75c6843c57cbe379b936821efd5e417ee01ab7457a98a8cfb20",
-        "size": 240200
+        "sha256": "cdce992a642661f10e4b54b62b04833b5eec7f82f62ad014b32dac6b919f1350",
+        "size": 240232
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "5ea76780c6f7c5088d6759793689a1ea03dc37f88d6f37e269c03be979e26447",
+        "sha256": "996ba7660d22d1dde14b9d45272534beb0cdbc6502c7d3bc45658966c6647065",
         "size": 1643008
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "ad0cebb81c0ef9fee30a13800172d307f16974bc36233781c5690342b0f833eb",
+        "sha256": "c61568d691290db852d180a50c9db6df73e0decde518227d6b78d9c7cb04efa9",
         "size": 144896
       }
     }
