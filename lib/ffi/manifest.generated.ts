@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "1542ad280bd84585f5227759429711d9fcdfd6ad497e7629c1f41566fe74527e",
-        "size": 1760472
+        "sha256": "ee22527246affd49afd44111b01f245c8e73505b30f2295348af7a5d3f7e77ce",
+        "size": 1760584
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "91846baccb533d9e76a723a9a18fd26b7337f6e5702a899e23b15ad83de8140a",
-        "size": 201968
+        "sha256": "5be22b369a5307bc2ce53d7023614c4bcc911a70e0b7452f70b64101fac9ee5b",
+        "size": 202064
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "77d57d3cabe5f86b8f49d86d6aed7ceb7498ff62d7ec42ab7b1ed5206fe14a8e",
-        "size": 1704992
+        "sha256": "ada6ae0a4d6d6eb3cbcc777ee9b4b41b4407aa08c371d0e358c5201de9eb8a8b",
+        "size": 1705352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "93d190fe3381865c73ddbc52fc65340ad72e33141d94b139c9e1281ab7b5270e",
-        "size": 195488
+        "sha256": "d44470300438c199fdb4953c766fba78dd7b977d1408a754e20389e73ca4cfc3",
+        "size": 195848
       }
     },
     "darwin-x64": {

@@ -159,10 +159,11 @@ int mw_file_datasync(mw_fd fd, int full, int *pErrno) {
 }
 
 int mw_file_writeback(mw_fd fd, uint64_t off, uint64_t len, int *pErrno) {
-#if defined(__linux__)
+/* Bionic has sync_file_range only from API 26 (the minimum here is 24). */
+#if defined(__linux__) && !defined(__ANDROID__)
   unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
   int r;
-  do { r = sync_file_range(fd, (off64_t)off, (off64_t)len, flags); } while (r != 0 && errno == EINTR);
+  do { r = sync_file_range(fd, (off_t)off, (off_t)len, flags); } while (r != 0 && errno == EINTR);
   /* Only a hint for the later data sync: a file system without it loses nothing. */
   if (r != 0 && errno != ENOSYS && errno != EOPNOTSUPP && errno != EINVAL && errno != ESPIPE)
     return fail(io_error_for(errno, SQLITE_IOERR_WRITE), pErrno);
