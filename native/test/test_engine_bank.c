@@ -6,7 +6,6 @@
 **    equals the increments that committed.
 ** Then the file after the last close holds the same, for a stock connection. */
 #include "test_engine_util.h"
-#include <pthread.h>
 #include <sched.h>
 
 #define THREADS 8
@@ -60,6 +59,13 @@ static void *transfers(void *arg) {
   return 0;
 }
 
+static void *counters(void *arg);
+
+/* Even workers transfer, odd ones increment. */
+static void *bank_worker(void *arg) {
+  return ((worker *)arg)->id % 2 ? counters(arg) : transfers(arg);
+}
+
 static void *counters(void *arg) {
   worker *w = arg;
   sqlite3 *db = tu_open(w->path, "");
@@ -80,10 +86,7 @@ static void *counters(void *arg) {
 }
 
 int main(void) {
-  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  const char *dir = tu_tmpdir("bank");
-  char path[300];
-  snprintf(path, sizeof path, "%s/bank.db", dir);
+  const char *path = tu_db_path("bank", "bank.db");
   sqlite3 *setup = tu_open(path, "");
   tu_exec(setup, "CREATE TABLE acct(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL, pad TEXT)");
   /* Padding spreads the accounts over several pages. */
@@ -100,17 +103,15 @@ int main(void) {
   }
 
   worker w[THREADS];
-  pthread_t th[THREADS];
+  memset(w, 0, sizeof w);
   for (int i = 0; i < THREADS; i++) {
-    memset(&w[i], 0, sizeof w[i]);
     w[i].id = i;
     w[i].path = path;
-    CHECK(pthread_create(&th[i], 0, i % 2 ? counters : transfers, &w[i]) == 0);
   }
+  tu_threads(THREADS, bank_worker, w, sizeof w[0]);
   int64_t incr = 0, retries = 0;
   int bad = 0;
   for (int i = 0; i < THREADS; i++) {
-    pthread_join(th[i], 0);
     incr += w[i].committed_incr;
     retries += w[i].retries;
     bad += w[i].bad_sum;
@@ -126,8 +127,7 @@ int main(void) {
   CHECK(tu_integrity_ok(setup));
   CHECK_RC(sqlite3_close(setup), SQLITE_OK);
 
-  sqlite3 *s = 0;
-  CHECK_RC(sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE, "unix"), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_int(s, "SELECT sum(balance) FROM acct") == ACCOUNTS * 1000);
   CHECK(tu_int(s, "SELECT sum(n) FROM ctr") == incr);
   CHECK(tu_integrity_ok(s));

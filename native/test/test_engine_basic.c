@@ -6,10 +6,7 @@
 #include "test_engine_util.h"
 
 int main(void) {
-  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  const char *dir = tu_tmpdir("basic");
-  char path[300];
-  snprintf(path, sizeof path, "%s/a.db", dir);
+  const char *path = tu_db_path("basic", "a.db");
 
   sqlite3 *a = tu_open(path, "");
   sqlite3 *b = tu_open(path, "");
@@ -110,8 +107,7 @@ int main(void) {
   CHECK(access(side, F_OK) != 0);
   snprintf(side, sizeof side, "%s-mw", path);
   CHECK(access(side, F_OK) != 0);
-  sqlite3 *s = 0;
-  CHECK_RC(sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE, "unix"), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_int(s, "SELECT count(*) FROM t") == 2002);
   CHECK(tu_int(s, "SELECT v FROM t WHERE k=1") == 12);
   CHECK(tu_integrity_ok(s));

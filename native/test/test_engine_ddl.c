@@ -6,7 +6,6 @@
 ** through even while writers keep committing. integrity_check compares every
 ** index with its table at the end. */
 #include "test_engine_util.h"
-#include <pthread.h>
 #include <sched.h>
 
 #define WRITERS 4
@@ -69,26 +68,24 @@ static void *ddl(void *arg) {
   return 0;
 }
 
+/* The last worker changes the schema, the others write. */
+static void *ddl_worker(void *arg) {
+  return ((worker *)arg)->id == WRITERS ? ddl(arg) : writer(arg);
+}
+
 int main(void) {
-  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  const char *dir = tu_tmpdir("ddl");
-  char path[300];
-  snprintf(path, sizeof path, "%s/d.db", dir);
+  const char *path = tu_db_path("ddl", "d.db");
   sqlite3 *setup = tu_open(path, "");
   tu_exec(setup, "CREATE TABLE t(k INTEGER PRIMARY KEY, v INTEGER)");
   worker w[WRITERS + 1];
-  pthread_t th[WRITERS + 1];
+  memset(w, 0, sizeof w);
   for (int i = 0; i <= WRITERS; i++) {
-    memset(&w[i], 0, sizeof w[i]);
     w[i].id = i;
     w[i].path = path;
-    CHECK(pthread_create(&th[i], 0, i == WRITERS ? ddl : writer, &w[i]) == 0);
   }
+  tu_threads(WRITERS + 1, ddl_worker, w, sizeof w[0]);
   int64_t retries = 0;
-  for (int i = 0; i <= WRITERS; i++) {
-    pthread_join(th[i], 0);
-    retries += w[i].retries;
-  }
+  for (int i = 0; i <= WRITERS; i++) retries += w[i].retries;
   CHECK(w[WRITERS].done == 5);
   CHECK(tu_int(setup, "SELECT count(*) FROM t") == WRITERS * OPS);
   CHECK(tu_int(setup, "SELECT count(*) FROM pragma_table_info('t')") == 7);

@@ -13,10 +13,7 @@ static int hook(int op, mw_fd fd) {
 }
 
 int main(void) {
-  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  const char *dir = tu_tmpdir("full");
-  char path[300];
-  snprintf(path, sizeof path, "%s/f.db", dir);
+  const char *path = tu_db_path("full", "f.db");
   sqlite3 *db = tu_open(path, "");
   sqlite3 *other = tu_open(path, "");
   tu_exec(db, "CREATE TABLE f(id INTEGER PRIMARY KEY, pad BLOB)");
@@ -49,8 +46,7 @@ int main(void) {
   mw_fault_hook = 0;
   CHECK_RC(sqlite3_close(other), SQLITE_OK);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
-  sqlite3 *s = 0;
-  CHECK_RC(sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, "unix"), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READONLY);
   CHECK(tu_int(s, "SELECT count(*) FROM f") == acked + 2);
   CHECK(tu_integrity_ok(s));
   CHECK_RC(sqlite3_close(s), SQLITE_OK);

@@ -32,10 +32,7 @@ static int skew(const char *path, const char *params) {
 }
 
 int main(void) {
-  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  const char *dir = tu_tmpdir("skew");
-  char path[300];
-  snprintf(path, sizeof path, "%s/s.db", dir);
+  const char *path = tu_db_path("skew", "s.db");
   sqlite3 *setup = tu_open(path, "");
   tu_exec(setup, "CREATE TABLE oncall(id INTEGER PRIMARY KEY, on_duty INTEGER, pad TEXT)");
   /* Rows of 3000 bytes: one per leaf page. */

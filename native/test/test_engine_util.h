@@ -1,10 +1,12 @@
-/* Helpers of the engine tests: temp database paths, opening through the engine,
-** running SQL with checks, reading the per-connection statistics. */
+/* Helpers of the engine tests: temp database paths, opening through the engine or
+** as a stock program would, running SQL with checks, reading the per-connection
+** statistics, running workers on threads. */
 #ifndef MW_TEST_ENGINE_UTIL_H
 #define MW_TEST_ENGINE_UTIL_H
 #include "sqlite3.h"
 #include "multiwriter.h"
 #include "test_util.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,16 @@ static const char *tu_tmpdir(const char *name) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tu_dir, tu_dir);
   CHECK(system(cmd) == 0);
   return tu_dir;
+}
+
+static char tu_file[320];
+
+/* Initializes SQLite, makes the temp directory (tu_tmpdir) and returns the path of
+** file in it. */
+static const char *tu_db_path(const char *name, const char *file) {
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  snprintf(tu_file, sizeof tu_file, "%s/%s", tu_tmpdir(name), file);
+  return tu_file;
 }
 
 static void tu_rmdir(void) {
@@ -42,6 +54,13 @@ static sqlite3 *tu_open(const char *path, const char *params) {
   }
   sqlite3_busy_timeout(db, 5000);
   return db;
+}
+
+/* Opens path through SQLite's plain unix VFS: no engine, as a stock program would. */
+static sqlite3 *tu_open_stock(const char *path, int flags) {
+  sqlite3 *s = 0;
+  CHECK_RC(sqlite3_open_v2(path, &s, flags, "unix"), SQLITE_OK);
+  return s;
 }
 
 static void tu_exec(sqlite3 *db, const char *sql) {
@@ -90,5 +109,29 @@ static int tu_integrity_ok(sqlite3 *db) {
   if (!ok && sqlite3_column_text(st, 0)) fprintf(stderr, "integrity: %s\n", sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   return ok;
+}
+
+/* After the last close, a stock reader: where Debian's /usr/bin/sqlite3 exists, cmd
+** (a shell test that runs it) must succeed and 0 comes back; else a connection of the
+** vendored library through the plain unix VFS, integrity checked, comes back for the
+** caller's own checks (the caller closes it). */
+static sqlite3 *tu_stock_check(const char *prog, const char *path, const char *cmd) {
+  if (access("/usr/bin/sqlite3", X_OK) == 0) {
+    CHECK(system(cmd) == 0);
+    return 0;
+  }
+  printf("%s: no /usr/bin/sqlite3, checking with a stock connection\n", prog);
+  sqlite3 *st = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(st));
+  return st;
+}
+
+/* Runs fn on n threads, the i-th on the worker at base + i * size, and waits for all. */
+static void tu_threads(int n, void *(*fn)(void *), void *base, size_t size) {
+  pthread_t *th = malloc(sizeof(pthread_t) * (size_t)n);
+  CHECK(th != 0);
+  for (int i = 0; i < n; i++) CHECK(pthread_create(&th[i], 0, fn, (char *)base + (size_t)i * size) == 0);
+  for (int i = 0; i < n; i++) CHECK(pthread_join(th[i], 0) == 0);
+  free(th);
 }
 #endif

@@ -7,7 +7,6 @@
 **  - integrity_check through the engine, and after the last close through Debian's
 **    stock /usr/bin/sqlite3. */
 #include "test_engine_util.h"
-#include <pthread.h>
 
 #define THREADS 16
 #define TXNS 20
@@ -60,7 +59,6 @@ static void *inserter(void *arg) {
 
 static void run_phase(const char *path, const char *table, int interleaved, int64_t *pRetries,
                       int64_t *pCommits, int64_t *pReloc, int64_t *pMerges) {
-  pthread_t th[THREADS];
   worker w[THREADS];
   memset(w, 0, sizeof w);
   for (int i = 0; i < THREADS; i++) {
@@ -68,11 +66,10 @@ static void run_phase(const char *path, const char *table, int interleaved, int6
     w[i].interleaved = interleaved;
     w[i].path = path;
     w[i].table = table;
-    CHECK(pthread_create(&th[i], 0, inserter, &w[i]) == 0);
   }
+  tu_threads(THREADS, inserter, w, sizeof w[0]);
   int64_t retries = 0, commits = 0, reloc = 0, merges = 0, refused = 0, cw = 0, cr = 0;
   for (int i = 0; i < THREADS; i++) {
-    CHECK(pthread_join(th[i], 0) == 0);
     retries += w[i].retries;
     commits += w[i].commits;
     reloc += w[i].relocations;
@@ -136,11 +133,9 @@ static void stale_snapshot(const char *dir) {
 }
 
 int main(void) {
-  const char *dir = tu_tmpdir("growth");
-  stale_snapshot(dir);
+  const char *path = tu_db_path("growth", "g.db");
+  stale_snapshot(tu_dir);
 
-  char path[400];
-  snprintf(path, sizeof path, "%s/g.db", dir);
   sqlite3 *db = tu_open(path, "");
   tu_exec(db, "CREATE TABLE own(k INTEGER PRIMARY KEY, v TEXT);"
               "CREATE TABLE mix(k INTEGER PRIMARY KEY, v TEXT); CREATE INDEX mix_v ON mix(v)");
@@ -179,13 +174,8 @@ int main(void) {
            "test \"$(/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; SELECT count(*) FROM own; "
            "SELECT count(*) FROM mix')\" = \"$(printf 'ok\\n%d\\n%d' )\"",
            path, THREADS * (TXNS * ROWS + SEED), THREADS * TXNS * ROWS);
-  if (access("/usr/bin/sqlite3", X_OK) == 0) {
-    CHECK(system(cmd) == 0);
-  } else { /* no Debian sqlite3 here: the vendored library, plain unix VFS */
-    printf("test_growth: no /usr/bin/sqlite3, checking with a stock connection\n");
-    sqlite3 *st = 0;
-    CHECK_RC(sqlite3_open_v2(path, &st, SQLITE_OPEN_READWRITE, "unix"), SQLITE_OK);
-    CHECK(tu_integrity_ok(st));
+  sqlite3 *st = tu_stock_check("test_growth", path, cmd);
+  if (st) { /* no Debian sqlite3 here: the vendored library, plain unix VFS */
     check_rows(st, "own", 0);
     check_rows(st, "mix", 1);
     CHECK_RC(sqlite3_close(st), SQLITE_OK);

@@ -10,7 +10,6 @@
 #include "test_engine_util.h"
 #include "relocate.h"
 #include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #define PGSZ 65536u
@@ -113,16 +112,12 @@ static void *inserter(void *arg) {
 }
 
 int main(void) {
-  const char *dir = tu_tmpdir("growth-lockpage");
-  char p[400];
-  snprintf(p, sizeof p, "%s/l.db", dir);
-  path = p;
+  path = tu_db_path("growth-lockpage", "l.db");
   uint32_t lock_page = mw_lock_byte_page(PGSZ);
   CHECK(lock_page == 16385);
 
   /* A stock connection lays out the schema: page 2 big, page 3 t. */
-  sqlite3 *s = 0;
-  CHECK_RC(sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "unix"), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   tu_exec(s, "PRAGMA page_size=65536; PRAGMA journal_mode=WAL;"
              "CREATE TABLE big(k INTEGER PRIMARY KEY, v BLOB);"
              "CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT, b BLOB)");
@@ -149,16 +144,12 @@ int main(void) {
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 
-  pthread_t th[THREADS];
   worker w[THREADS];
   memset(w, 0, sizeof w);
-  for (int i = 0; i < THREADS; i++) {
-    w[i].id = i;
-    CHECK(pthread_create(&th[i], 0, inserter, &w[i]) == 0);
-  }
+  for (int i = 0; i < THREADS; i++) w[i].id = i;
+  tu_threads(THREADS, inserter, w, sizeof w[0]);
   int64_t retries = 0, lockpage = 0, reloc = 0, refused = 0;
   for (int i = 0; i < THREADS; i++) {
-    CHECK(pthread_join(th[i], 0) == 0);
     retries += w[i].retries;
     lockpage += w[i].lockpage;
     reloc += w[i].reloc;
@@ -182,13 +173,8 @@ int main(void) {
   snprintf(cmd, sizeof cmd,
            "test \"$(/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; SELECT count(*) FROM t')\" = "
            "\"$(printf 'ok\\n%d')\"", path, THREADS * TXNS * ROWS + 1);
-  if (access("/usr/bin/sqlite3", X_OK) == 0) {
-    CHECK(system(cmd) == 0);
-  } else { /* no Debian sqlite3 here: the vendored library, plain unix VFS */
-    printf("test_growth_lockpage: no /usr/bin/sqlite3, checking with a stock connection\n");
-    sqlite3 *st = 0;
-    CHECK_RC(sqlite3_open_v2(path, &st, SQLITE_OPEN_READWRITE, "unix"), SQLITE_OK);
-    CHECK(tu_integrity_ok(st));
+  sqlite3 *st = tu_stock_check("test_growth_lockpage", path, cmd);
+  if (st) { /* no Debian sqlite3 here: the vendored library, plain unix VFS */
     CHECK(tu_int(st, "SELECT count(*) FROM t") == THREADS * TXNS * ROWS + 1);
     CHECK_RC(sqlite3_close(st), SQLITE_OK);
   }

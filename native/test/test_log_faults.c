@@ -61,12 +61,20 @@ static int commit_until_full(mw_log *log, uint64_t *pEpoch, int limit) {
   return SQLITE_OK;
 }
 
-static void injected_enospc(void) {
+/* Opens the log of db with the usual step and commits n records (epochs from 2). */
+static mw_log *open_committed(int n, uint64_t *pEpoch) {
   tl_seen seen;
   mw_log *log = 0;
-  uint64_t base = 0, last = 0, epoch = 2;
+  uint64_t base = 0, last = 0;
+  *pEpoch = 2;
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
-  CHECK_RC(commit_until_full(log, &epoch, 5), SQLITE_OK);
+  CHECK_RC(commit_until_full(log, pEpoch, n), SQLITE_OK);
+  return log;
+}
+
+static void injected_enospc(void) {
+  uint64_t epoch;
+  mw_log *log = open_committed(5, &epoch);
   /* The disk is full from now on: the commit that needs more room fails in reserve. */
   arm(MW_OP_PREALLOC, ENOSPC, -1);
   uint64_t before = mw_log_size(log);
@@ -138,11 +146,8 @@ static void real_tmpfs(void) {
 /* A failed data sync (or write) poisons the log: that wait and every later call fail,
 ** even once the disk is healthy again; recovery keeps the acknowledged commits. */
 static void sticky(int op, int err, int want) {
-  tl_seen seen;
-  mw_log *log = 0;
-  uint64_t base = 0, last = 0, epoch = 2;
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
-  CHECK_RC(commit_until_full(log, &epoch, 10), SQLITE_OK);
+  uint64_t epoch;
+  mw_log *log = open_committed(10, &epoch);
   uint64_t acked = epoch - 1;
   /* One failed sync is enough (whichever thread meets it, the log is poisoned); writes
   ** fail until disarmed, as the grower's writes of zeros may meet the first one. */
@@ -156,6 +161,7 @@ static void sticky(int op, int err, int want) {
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   /* The failed commit may or may not have reached the file; the acknowledged ones did. */
   tl_seen s2;
+  uint64_t base = 0, last = 0;
   CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &s2, &log, &base, &last), SQLITE_OK);
   CHECK(!s2.bad && last >= acked && last <= acked + 1);
   CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
@@ -172,11 +178,8 @@ static void *wait_thread(void *p) {
 }
 
 static void abandoned(void) {
-  tl_seen seen;
-  mw_log *log = 0;
-  uint64_t base = 0, last = 0, epoch = 2;
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
-  CHECK_RC(commit_until_full(log, &epoch, 3), SQLITE_OK);
+  uint64_t epoch;
+  mw_log *log = open_committed(3, &epoch);
   uint64_t bytes = mw_log_record_size(log, 1);
   CHECK_RC(mw_log_reserve(log, bytes), SQLITE_OK);
   CHECK_RC(mw_log_reserve(log, bytes), SQLITE_OK);

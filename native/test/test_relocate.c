@@ -487,56 +487,47 @@ static int is_btree(const sim *s, uint32_t pgno) {
   return t == 2 || t == 5 || t == 10 || t == 13;
 }
 
-static void m_child_to_other(sim *s, void *arg) {
-  (void)arg;
+static int page_type(const sim *s, uint32_t pgno) { return s->file[(size_t)(pgno - 1) * s->ps]; }
+
+/* Points the reference of `kind` found by find_ref_in at the first new page that
+** `fits`; 0 when no new page fits (the write set is unchanged). */
+static int repoint(sim *s, uint32_t kind, int from_new, int (*fits)(const sim *, uint32_t, uint32_t)) {
   uint32_t off, target;
-  size_t i = find_ref_in(s, MW_REF_CHILD, 0, &off, &target);
-  /* another new b-tree page: it now has two references, `target` none */
+  size_t i = find_ref_in(s, kind, from_new, &off, &target);
   for (uint32_t p = s->n0 + 1; p <= s->npages; p++) {
-    if (p != target && is_btree(s, p) && s->file[(size_t)(p - 1) * s->ps] == s->file[(size_t)(target - 1) * s->ps]) {
+    if (fits(s, p, target)) {
       mw_put4(s->ws[i].data + off, p);
-      return;
+      return 1;
     }
   }
-  CHECK(!"no other new b-tree page");
+  return 0;
+}
+
+static int other_same_type(const sim *s, uint32_t p, uint32_t target) {
+  return p != target && is_btree(s, p) && page_type(s, p) == page_type(s, target);
+}
+static int other_btree(const sim *s, uint32_t p, uint32_t target) { return p != target && is_btree(s, p); }
+static int other_overflow(const sim *s, uint32_t p, uint32_t target) { return p != target && !is_btree(s, p); }
+static int any_btree(const sim *s, uint32_t p, uint32_t target) { (void)target; return is_btree(s, p); }
+
+static void m_child_to_other(sim *s, void *arg) {
+  (void)arg;
+  /* another new b-tree page: it now has two references, `target` none */
+  repoint(s, MW_REF_CHILD, 0, other_same_type);
 }
 
 static void m_right_to_other(sim *s, void *arg) {
-  (void)arg;
-  uint32_t off, target;
-  size_t i = find_ref_in(s, MW_REF_RIGHT, (int)(intptr_t)arg, &off, &target);
-  for (uint32_t p = s->n0 + 1; p <= s->npages; p++) {
-    if (p != target && is_btree(s, p)) {
-      mw_put4(s->ws[i].data + off, p);
-      return;
-    }
-  }
-  CHECK(!"no other new b-tree page");
+  if (!repoint(s, MW_REF_RIGHT, (int)(intptr_t)arg, other_btree)) CHECK(!"no other new b-tree page");
 }
 
 static void m_overflow_to_other(sim *s, void *arg) {
   (void)arg;
-  uint32_t off, target;
-  size_t i = find_ref_in(s, MW_REF_OVERFLOW, 1, &off, &target);
-  for (uint32_t p = s->n0 + 1; p <= s->npages; p++) {
-    if (p != target && !is_btree(s, p)) {
-      mw_put4(s->ws[i].data + off, p);
-      return;
-    }
-  }
-  CHECK(!"no other new overflow page");
+  if (!repoint(s, MW_REF_OVERFLOW, 1, other_overflow)) CHECK(!"no other new overflow page");
 }
 
 static void m_overflow_to_btree(sim *s, void *arg) {
   (void)arg;
-  uint32_t off, target;
-  size_t i = find_ref_in(s, MW_REF_OVERFLOW, 1, &off, &target);
-  for (uint32_t p = s->n0 + 1; p <= s->npages; p++) {
-    if (is_btree(s, p)) {
-      mw_put4(s->ws[i].data + off, p);
-      return;
-    }
-  }
+  repoint(s, MW_REF_OVERFLOW, 1, any_btree);
 }
 
 /* cuts an overflow chain of new pages: the rest of the chain is unreferenced */

@@ -1,0 +1,394 @@
+/* The randomized checker shared by test_engine_checker.c and test_growth_checker.c
+** (engine.md section 11). Each program only describes its workload (cm_load: the
+** tables, the keys, the mix of operations, the value sizes); this file owns the
+** rest: 8 threads, each with its own connection, run random transactions (upserts,
+** updates, deletes, point and range reads) and record their snapshot and commit
+** epochs (MW_FCNTL_STATS) and what they read. Then the commits are replayed in
+** epoch order on a model of key -> hash of the value:
+**   - a committed transaction must have read exactly the model state just before
+**     its commit epoch (plus its own writes): serializable, in epoch order;
+**   - a read-only or refused transaction must have read the state at its snapshot;
+**   - the final tables must equal the model, integrity_check must pass through the
+**     engine and, after the last close, through a stock connection.
+** MW_TEST_PARAMS adds URI parameters (e.g. mw_readcheck=0 must make it fail). */
+#ifndef MW_CHECKER_MODEL_H
+#define MW_CHECKER_MODEL_H
+#include "test_engine_util.h"
+#include <sched.h>
+
+#define CM_THREADS 8
+#define CM_MAXOPS 6
+#define CM_MAXTABLES 3
+#define CM_BIG_MIN 2000 /* the smallest of the big values */
+
+/* A workload. An operation draws r = 0..99 (read-only transactions: r is moved into
+** write_below..99): r < write_below writes (put below put_below, update below
+** upd_below, else delete), r < get_below reads a key, else reads a range of up to
+** range_width keys. Key k lives in table tname[k % tables]. */
+typedef struct cm_load {
+  const char *dir;        /* the temp directory's name */
+  const char *schema;     /* creates the tables; row 0 = 'zero' goes into tname[0] */
+  const char *const *tname;
+  int tables, keys, txns; /* txns: transactions per thread */
+  int readonly_one_in;    /* one transaction in this many is read-only */
+  int write_below, put_below, upd_below, get_below, range_width;
+  int new_below;          /* r below this takes the next new key of the thread's block */
+  int big_table;          /* big values only there (-1: any table), one in big_one_in */
+  int big_one_in, big_bytes, small_bytes; /* CM_BIG_MIN + 0..big_bytes-1, or 1..small_bytes */
+} cm_load;
+
+enum { OP_PUT, OP_UPD, OP_DEL, OP_GET, OP_RANGE };
+
+typedef struct op {
+  int kind, k, k2;
+  uint64_t vh;       /* PUT/UPD: hash of the value written; GET: hash read (0 = none) */
+  uint64_t rh;       /* RANGE: hash of what was read */
+} op;
+
+typedef struct txn {
+  int nops;
+  op ops[CM_MAXOPS];
+  int committed;
+  int64_t snap, epoch;
+} txn;
+
+typedef struct cm_worker {
+  const cm_load *L;
+  int id;
+  const char *path, *params;
+  txn *t;
+  int n;
+  int commits, refused;
+  int64_t cw, cr, cs, reloc, merges, refused_reloc;
+} cm_worker;
+
+/* One check: the whole run and its results. */
+typedef struct cm_run {
+  const cm_load *L;
+  cm_worker w[CM_THREADS];
+  uint64_t *model, *scratch;
+  int total, commits, refused, bad, final_ok;
+  int64_t cw, cr, cs, reloc, merges, refused_reloc, compactions;
+} cm_run;
+
+static uint64_t fnv(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h | 1; /* never 0: 0 means "absent" */
+}
+
+static uint64_t mix(uint64_t h, uint64_t x) { return (h ^ x) * 0x9E3779B97F4A7C15ull + 7; }
+
+static uint64_t rnd(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void make_value(char *buf, int len, int who, int n, int j) {
+  int w = snprintf(buf, (size_t)len + 1, "w%d-t%d-o%d:", who, n, j);
+  for (int i = w; i < len; i++) buf[i] = (char)('a' + (i * 7 + n + j) % 26);
+  buf[len] = 0;
+}
+
+/* A worker's prepared statements over one table. */
+typedef struct cm_stmts { sqlite3_stmt *put, *upd, *del, *get, *rng; } cm_stmts;
+
+static void cm_prepare(sqlite3 *db, const char *table, cm_stmts *s) {
+  char q[200];
+  snprintf(q, sizeof q, "INSERT INTO %s(k,v) VALUES(?1,?2) ON CONFLICT(k) DO UPDATE SET v=excluded.v", table);
+  CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->put, 0), SQLITE_OK);
+  snprintf(q, sizeof q, "UPDATE %s SET v=?2 WHERE k=?1", table);
+  CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->upd, 0), SQLITE_OK);
+  snprintf(q, sizeof q, "DELETE FROM %s WHERE k=?1", table);
+  CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->del, 0), SQLITE_OK);
+  snprintf(q, sizeof q, "SELECT v FROM %s WHERE k=?1", table);
+  CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->get, 0), SQLITE_OK);
+  snprintf(q, sizeof q, "SELECT k, v FROM %s WHERE k BETWEEN ?1 AND ?2 ORDER BY k", table);
+  CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->rng, 0), SQLITE_OK);
+}
+
+static void cm_finalize(cm_stmts *s) {
+  sqlite3_finalize(s->put);
+  sqlite3_finalize(s->upd);
+  sqlite3_finalize(s->del);
+  sqlite3_finalize(s->get);
+  sqlite3_finalize(s->rng);
+}
+
+/* Writes o (kind and key set); put and update write a value of len bytes. */
+static void cm_write(sqlite3 *db, const cm_stmts *s, op *o, char *val, int len, int who, int n, int j) {
+  sqlite3_stmt *st = o->kind == OP_PUT ? s->put : o->kind == OP_UPD ? s->upd : s->del;
+  sqlite3_bind_int(st, 1, o->k);
+  if (o->kind != OP_DEL) {
+    make_value(val, len, who, n, j);
+    o->vh = fnv(val, (size_t)len);
+    sqlite3_bind_text(st, 2, val, len, SQLITE_TRANSIENT);
+  }
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) { fprintf(stderr, "write step: %d %s\n", rc, sqlite3_errmsg(db)); exit(1); }
+}
+
+static void cm_get(const cm_stmts *s, op *o) {
+  sqlite3_stmt *get = s->get;
+  o->kind = OP_GET;
+  sqlite3_bind_int(get, 1, o->k);
+  int rc = sqlite3_step(get);
+  if (rc == SQLITE_ROW) o->vh = fnv(sqlite3_column_text(get, 0), (size_t)sqlite3_column_bytes(get, 0));
+  else if (rc != SQLITE_DONE) { fprintf(stderr, "get: %d\n", rc); exit(1); }
+  sqlite3_reset(get);
+}
+
+/* Reads the keys o->k..o->k2 of the table. */
+static void cm_range(const cm_stmts *s, op *o) {
+  sqlite3_stmt *rng = s->rng;
+  o->kind = OP_RANGE;
+  sqlite3_bind_int(rng, 1, o->k);
+  sqlite3_bind_int(rng, 2, o->k2);
+  uint64_t h = 0;
+  int rc;
+  while ((rc = sqlite3_step(rng)) == SQLITE_ROW)
+    h = mix(mix(h, (uint64_t)sqlite3_column_int(rng, 0)),
+            fnv(sqlite3_column_text(rng, 1), (size_t)sqlite3_column_bytes(rng, 1)));
+  if (rc != SQLITE_DONE) { fprintf(stderr, "range: %d\n", rc); exit(1); }
+  sqlite3_reset(rng);
+  o->rh = h;
+}
+
+static void *cm_worker_run(void *arg) {
+  cm_worker *w = arg;
+  const cm_load *L = w->L;
+  sqlite3 *db = tu_open(w->path, w->params);
+  /* Half the threads acknowledge once written (NORMAL), half once synced (FULL). */
+  if (w->id % 2) tu_exec(db, "PRAGMA synchronous=NORMAL");
+  uint64_t seed = 0x1234567ull * (uint64_t)(w->id + 1);
+  int most = CM_BIG_MIN + L->big_bytes > L->small_bytes ? CM_BIG_MIN + L->big_bytes : L->small_bytes;
+  char *val = malloc((size_t)most + 1);
+  CHECK(val != 0);
+  cm_stmts s[CM_MAXTABLES];
+  for (int ti = 0; ti < L->tables; ti++) cm_prepare(db, L->tname[ti], &s[ti]);
+  int block = L->keys / CM_THREADS, next_new = 0; /* next key of this thread's block to insert */
+  for (int n = 0; n < L->txns; n++) {
+    txn *t = &w->t[w->n];
+    memset(t, 0, sizeof(*t));
+    t->nops = 1 + (int)(rnd(&seed) % CM_MAXOPS);
+    int readonly = rnd(&seed) % (uint64_t)L->readonly_one_in == 0;
+    tu_exec(db, "BEGIN");
+    for (int j = 0; j < t->nops; j++) {
+      if (rnd(&seed) % 2) sched_yield(); /* let the snapshots of the threads overlap */
+      op *o = &t->ops[j];
+      int r = (int)(rnd(&seed) % 100);
+      o->k = (int)(rnd(&seed) % (uint64_t)L->keys);
+      if (readonly) r = L->write_below + r % (100 - L->write_below);
+      /* New keys of the own block where the workload asks: growth in every transaction. */
+      if (r < L->new_below && next_new < block) o->k = w->id * block + next_new++;
+      int ti = o->k % L->tables;
+      if (r < L->write_below) {
+        o->kind = r < L->put_below ? OP_PUT : r < L->upd_below ? OP_UPD : OP_DEL;
+        int len = 0;
+        if (o->kind != OP_DEL)
+          len = (L->big_table < 0 || ti == L->big_table) && rnd(&seed) % (uint64_t)L->big_one_in == 0
+                    ? CM_BIG_MIN + (int)(rnd(&seed) % (uint64_t)L->big_bytes)
+                    : 1 + (int)(rnd(&seed) % (uint64_t)L->small_bytes);
+        cm_write(db, &s[ti], o, val, len, w->id, n, j);
+      } else if (r < L->get_below) {
+        cm_get(&s[ti], o);
+      } else {
+        o->k2 = o->k + (int)(rnd(&seed) % (uint64_t)L->range_width);
+        cm_range(&s[ti], o);
+      }
+    }
+    int rc = tu_try(db, "COMMIT");
+    t->snap = tu_stat(db, MW_STAT_SNAPSHOT_EPOCH);
+    t->epoch = tu_stat(db, MW_STAT_COMMIT_EPOCH);
+    if (rc == SQLITE_OK) {
+      t->committed = 1;
+      w->commits++;
+    } else if (rc == SQLITE_BUSY_SNAPSHOT) {
+      CHECK(sqlite3_get_autocommit(db));
+      t->epoch = 0;
+      w->refused++;
+    } else {
+      fprintf(stderr, "commit: %d %s\n", rc, sqlite3_errmsg(db));
+      exit(1);
+    }
+    w->n++;
+  }
+  for (int ti = 0; ti < L->tables; ti++) cm_finalize(&s[ti]);
+  free(val);
+  w->reloc = tu_stat(db, MW_STAT_RELOCATIONS);
+  w->merges = tu_stat(db, MW_STAT_MERGES);
+  w->refused_reloc = tu_stat(db, MW_STAT_RELOCATE_REFUSED);
+  w->cw = tu_stat(db, MW_STAT_CONFLICT_WRITE);
+  w->cr = tu_stat(db, MW_STAT_CONFLICT_READ);
+  w->cs = tu_stat(db, MW_STAT_CONFLICT_SCHEMA);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return 0;
+}
+
+/* Replays t's operations over a copy of the model; 1 when every read matches. */
+static int check_reads(cm_run *r, const txn *t, int apply) {
+  const cm_load *L = r->L;
+  uint64_t *s = r->scratch;
+  memcpy(s, r->model, sizeof(uint64_t) * (size_t)L->keys);
+  for (int j = 0; j < t->nops; j++) {
+    const op *o = &t->ops[j];
+    switch (o->kind) {
+      case OP_PUT: s[o->k] = o->vh; break;
+      case OP_UPD: if (s[o->k]) s[o->k] = o->vh; break;
+      case OP_DEL: s[o->k] = 0; break;
+      case OP_GET: if (s[o->k] != o->vh) return 0; break;
+      case OP_RANGE: {
+        uint64_t h = 0;
+        for (int k = o->k; k <= o->k2 && k < L->keys; k++)
+          if (k % L->tables == o->k % L->tables && s[k]) h = mix(mix(h, (uint64_t)k), s[k]);
+        if (h != o->rh) return 0;
+        break;
+      }
+    }
+  }
+  if (apply) memcpy(r->model, s, sizeof(uint64_t) * (size_t)L->keys);
+  return 1;
+}
+
+typedef struct ref { txn *t; int64_t at; } ref;
+static int cmp_ref(const void *a, const void *b) {
+  const ref *x = a, *y = b;
+  return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Every transaction checked against the model in epoch order; sets r->bad. */
+static void cm_replay(cm_run *r, int64_t base) {
+  /* Checks ordered by the epoch whose state they must match; commits apply after
+  ** the checks at their epoch - 1 and before those at their epoch. */
+  ref *checks = malloc(sizeof(ref) * (size_t)r->total);
+  ref *cm = malloc(sizeof(ref) * (size_t)r->total);
+  CHECK(checks != 0 && cm != 0);
+  int nc = 0, ncm = 0;
+  for (int i = 0; i < CM_THREADS; i++)
+    for (int j = 0; j < r->w[i].n; j++) {
+      txn *t = &r->w[i].t[j];
+      if (t->committed && t->epoch > 0) {
+        cm[ncm++] = (ref){ t, t->epoch };
+        checks[nc++] = (ref){ t, t->epoch - 1 };
+      } else {
+        CHECK(t->snap >= base);
+        checks[nc++] = (ref){ t, t->snap };
+      }
+    }
+  qsort(cm, (size_t)ncm, sizeof(ref), cmp_ref);
+  qsort(checks, (size_t)nc, sizeof(ref), cmp_ref);
+  for (int i = 1; i < ncm; i++) CHECK(cm[i].at != cm[i - 1].at); /* unique epochs */
+  int bad = 0, ci = 0;
+  for (int i = 0; i < nc; i++) {
+    while (ci < ncm && cm[ci].at <= checks[i].at) check_reads(r, cm[ci++].t, 1);
+    txn *t = checks[i].t;
+    if (t->committed && t->epoch > 0) {
+      /* Serializable: it must read the state right before its epoch... */
+      CHECK(t->snap < t->epoch);
+      if (!check_reads(r, t, 0)) {
+        if (bad++ < 5) fprintf(stderr, "commit at epoch %lld (snapshot %lld) read a wrong state\n",
+                               (long long)t->epoch, (long long)t->snap);
+      }
+    } else if (!check_reads(r, t, 0)) {
+      if (bad++ < 5) fprintf(stderr, "%s transaction at snapshot %lld read a wrong state\n",
+                             t->committed ? "read-only" : "refused", (long long)t->snap);
+    }
+  }
+  while (ci < ncm) check_reads(r, cm[ci++].t, 1);
+  free(checks);
+  free(cm);
+  r->bad = bad;
+}
+
+/* The final tables against the model (sets r->final_ok, each key once and in its own
+** table), integrity through the engine, then through a stock connection. */
+static void cm_final(cm_run *r, sqlite3 *setup, const char *path) {
+  const cm_load *L = r->L;
+  uint64_t *seen = r->scratch;
+  memset(seen, 0, sizeof(uint64_t) * (size_t)L->keys);
+  int dup = 0;
+  for (int ti = 0; ti < L->tables; ti++) {
+    char q[100];
+    sqlite3_stmt *st = 0;
+    snprintf(q, sizeof q, "SELECT k, v FROM %s ORDER BY k", L->tname[ti]);
+    CHECK_RC(sqlite3_prepare_v2(setup, q, -1, &st, 0), SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      int k = sqlite3_column_int(st, 0);
+      if (k < 0 || k >= L->keys || k % L->tables != ti || seen[k]) dup++;
+      else seen[k] = fnv(sqlite3_column_text(st, 1), (size_t)sqlite3_column_bytes(st, 1));
+    }
+    sqlite3_finalize(st);
+  }
+  CHECK(dup == 0);
+  r->final_ok = memcmp(seen, r->model, sizeof(uint64_t) * (size_t)L->keys) == 0;
+  r->compactions = tu_stat(setup, MW_STAT_COMPACTIONS);
+  if (!r->final_ok) fprintf(stderr, "final state differs from the model\n");
+  CHECK(tu_integrity_ok(setup));
+  CHECK_RC(sqlite3_close(setup), SQLITE_OK);
+
+  /* And once more from the compacted file through a stock connection. */
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+}
+
+/* Runs the workload L and checks it; the caller prints r's counts, calls cm_done and
+** asserts on r. */
+static void cm_check(cm_run *r, const cm_load *L) {
+  memset(r, 0, sizeof(*r));
+  r->L = L;
+  r->model = calloc((size_t)L->keys, sizeof(uint64_t));
+  r->scratch = calloc((size_t)L->keys, sizeof(uint64_t));
+  CHECK(r->model != 0 && r->scratch != 0 && L->tables <= CM_MAXTABLES);
+  const char *path = tu_db_path(L->dir, "c.db");
+  /* A small log by default: compactions and garbage collection run during the
+  ** workload, under the readers. */
+  const char *params = getenv("MW_TEST_PARAMS");
+  if (params == 0) params = "mw_log_max_mb=1";
+  sqlite3 *setup = tu_open(path, params);
+  tu_exec(setup, L->schema);
+  char sql[100];
+  snprintf(sql, sizeof sql, "INSERT INTO %s VALUES(0, 'zero')", L->tname[0]);
+  tu_exec(setup, sql);
+  tu_exec(setup, "PRAGMA user_version=1");
+  int64_t base = tu_stat(setup, MW_STAT_COMMIT_EPOCH);
+  CHECK(base > 0);
+  r->model[0] = fnv("zero", 4);
+
+  for (int i = 0; i < CM_THREADS; i++) {
+    cm_worker *w = &r->w[i];
+    w->L = L;
+    w->id = i;
+    w->path = path;
+    w->params = params;
+    w->t = calloc((size_t)L->txns, sizeof(txn));
+    CHECK(w->t != 0);
+  }
+  tu_threads(CM_THREADS, cm_worker_run, r->w, sizeof r->w[0]);
+  for (int i = 0; i < CM_THREADS; i++) {
+    cm_worker *w = &r->w[i];
+    r->total += w->n;
+    r->commits += w->commits;
+    r->refused += w->refused;
+    r->cw += w->cw;
+    r->cr += w->cr;
+    r->cs += w->cs;
+    r->reloc += w->reloc;
+    r->merges += w->merges;
+    r->refused_reloc += w->refused_reloc;
+  }
+  cm_replay(r, base);
+  cm_final(r, setup, path);
+}
+
+static void cm_done(cm_run *r) {
+  for (int i = 0; i < CM_THREADS; i++) free(r->w[i].t);
+  free(r->model);
+  free(r->scratch);
+  tu_rmdir();
+}
+#endif
