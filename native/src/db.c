@@ -327,11 +327,17 @@ void mw_db_remove_lane(mw_db *db, mw_lane *l) {
   mw_mutex_unlock(&db->mu);
 }
 
-void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
-  mw_mutex_lock(&db->mu);
+/* Registers the lane's snapshot at the newest visible epoch (under db->mu, so that
+** garbage collection and compaction see it before the lane reads anything). */
+static void snapshot_register_locked(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   l->reg = db->visible;
   *pSnap = db->visible;
   *pSize = db->visible_size;
+}
+
+void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
+  mw_mutex_lock(&db->mu);
+  snapshot_register_locked(db, l, pSnap, pSize);
   mw_mutex_unlock(&db->mu);
 }
 
@@ -348,9 +354,7 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;
   l->counted = 1;
-  l->reg = db->visible;
-  *pSnap = db->visible;
-  *pSize = db->visible_size;
+  snapshot_register_locked(db, l, pSnap, pSize);
   mw_mutex_unlock(&db->mu);
 }
 

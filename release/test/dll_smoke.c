@@ -27,15 +27,7 @@ static lib_t lib_open(const char *p) { return dlopen(p, RTLD_NOW | RTLD_LOCAL); 
 static void *lib_sym(lib_t l, const char *n) { return dlsym(l, n); }
 #endif
 
-static int failures = 0, checks = 0;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    checks++;                                                                  \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                          \
-  } while (0)
+#include "counting_check.h"
 
 /* The functions used, looked up by name as an FFI would. */
 static struct {

@@ -15,17 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    checks++;                                                                    \
-    if (!(cond)) {                                                               \
-      failures++;                                                                \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-    }                                                                            \
-  } while (0)
+#include "counting_check.h"
 
 static char dir[512];
 
