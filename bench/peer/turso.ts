@@ -12,7 +12,7 @@ import { appendFileSync, mkdirSync, readdirSync, readFileSync, unlinkSync, write
 import { dirname, join, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { collectFacts, ctRows, INIT_BALANCE, MODES, NACCT, pct, wall, WORKLOADS } from "../ts/common.ts";
+import { collectFacts, ctRows, INIT_BALANCE, MODES, mergeLatencies, NACCT, runFigures, wall, WORKLOADS } from "../ts/common.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const VERSION_FILE = join(here, "node_modules", "@tursodatabase", "database", "package.json");
@@ -166,28 +166,13 @@ async function runOne(T: new (path: string) => TursoDb, workload: string, writer
     const out = await Promise.all(workers.map((wk) => call(wk, { type: "go", measureAt, stopAt }, "done")));
     const sum = (f: (r: Res) => number) => out.reduce((a, r) => a + f(r.res), 0);
     const committed = sum((r) => r.committed), retries = sum((r) => r.retries), total = sum((r) => r.total);
-    const all = new Float64Array(out.reduce((a, r) => a + r.lat.length, 0));
-    let at = 0;
-    for (const r of out) {
-      all.set(r.lat, at);
-      at += r.lat.length;
-    }
-    all.sort();
+    const all = mergeLatencies(out.map((r) => r.lat));
     if (all.length !== committed) throw new Error(`${all.length} latencies for ${committed} commits`);
     const check = validate(T, path, workload, total);
-    const r1 = (x: number) => Math.round(x * 10) / 10;
     return {
-      elapsed_s: o.duration,
-      committed,
-      tx_per_s: r1(committed / o.duration),
-      retries,
-      retries_per_100: committed ? Math.round((10000 * retries) / committed) / 100 : 0,
+      ...runFigures(o.duration, committed, retries, all),
       gave_up: sum((r) => r.gaveUp),
       abandoned: sum((r) => r.abandoned),
-      p50_us: r1(pct(all, 0.5)),
-      p99_us: r1(pct(all, 0.99)),
-      p999_us: r1(pct(all, 0.999)),
-      max_us: r1(all.length ? all[all.length - 1] : 0),
       total_committed: total,
       validated: true,
       check,

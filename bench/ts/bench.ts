@@ -22,7 +22,8 @@ import {
   MODES,
   type Mode,
   openOptions,
-  pct,
+  mergeLatencies,
+  runFigures,
   type RunConfig,
   runtimeName,
   validate,
@@ -319,29 +320,14 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
       if (!r.res.engine) engine = false;
     }
     if (n !== committed) throw new Error(`${n} latencies for ${committed} commits`);
-    const all = new Float64Array(n);
-    let at = 0;
-    for (const r of results) {
-      all.set(r.lat, at);
-      at += r.lat.length;
-    }
-    all.sort();
+    const all = mergeLatencies(results.map((r) => r.lat));
     const check = validate(cfg.db, cfg.workload, total);
-    const tps = committed / o.duration;
-    const r1 = (x: number) => Math.round(x * 10) / 10;
+    const figures = runFigures(o.duration, committed, retries, all);
     emit(o, {
       ...h,
-      elapsed_s: o.duration,
-      committed,
-      tx_per_s: r1(tps),
-      retries,
-      retries_per_100: committed ? Math.round((10000 * retries) / committed) / 100 : 0,
+      ...figures,
       gave_up: gaveUp,
       abandoned,
-      p50_us: r1(pct(all, 0.5)),
-      p99_us: r1(pct(all, 0.99)),
-      p999_us: r1(pct(all, 0.999)),
-      max_us: r1(all.length ? all[all.length - 1] : 0),
       total_committed: total,
       validated: true,
       check,
@@ -352,8 +338,8 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
     }, facts);
     console.error(
       `  ${cfg.workload.padEnd(8)} ${cfg.variant.padEnd(11)} ${cfg.mode.padEnd(9)} x${String(cfg.writers).padEnd(3)} ` +
-        `${tps.toFixed(0).padStart(9)} tx/s  retries/100 ${(committed ? (100 * retries) / committed : 0).toFixed(1).padStart(7)}  ` +
-        `p99.9 ${pct(all, 0.999).toFixed(1).padStart(9)} us  gave up ${gaveUp}  [${check}]`,
+        `${figures.tx_per_s.toFixed(0).padStart(9)} tx/s  retries/100 ${figures.retries_per_100.toFixed(1).padStart(7)}  ` +
+        `p99.9 ${figures.p999_us.toFixed(1).padStart(9)} us  gave up ${gaveUp}  [${check}]`,
     );
     return true;
   } catch (e) {

@@ -320,6 +320,34 @@ export class Writer {
   }
 }
 
+/** Every writer's raw latencies in one sorted array (percentiles of the merge, never of
+ * per-writer percentiles). */
+export function mergeLatencies(parts: Float64Array[]): Float64Array {
+  const all = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return all.sort();
+}
+
+/** The throughput, retry and latency fields of a result line, from the merged latencies. */
+export function runFigures(duration: number, committed: number, retries: number, sorted: Float64Array) {
+  const r1 = (x: number) => Math.round(x * 10) / 10;
+  return {
+    elapsed_s: duration,
+    committed,
+    tx_per_s: r1(committed / duration),
+    retries,
+    retries_per_100: committed ? Math.round((10000 * retries) / committed) / 100 : 0,
+    p50_us: r1(pct(sorted, 0.5)),
+    p99_us: r1(pct(sorted, 0.99)),
+    p999_us: r1(pct(sorted, 0.999)),
+    max_us: r1(sorted.length ? sorted[sorted.length - 1] : 0),
+  };
+}
+
 /** Nearest-rank percentile of a sorted array. */
 export function pct(v: Float64Array, q: number): number {
   if (v.length === 0) return 0;
