@@ -1,15 +1,23 @@
 /*
-** commit.c: publishes a lane's commit, in the order of engine.md section 5:
-**  1. copy the write set out of the private WAL (outside every lock);
-**  2. reserve room in the log (SQLITE_FULL before anything is assigned);
-**  3. lock the stripes of every page written or read, ascending;
-**  4. validate: pages written, pages read, the schema cookie;
-**  5. assign the epoch and the log offset together (under db->mu);
-**  6. install the versions (not yet visible), unlock the stripes;
-**  7. append the record to the log and wait for the group sync;
-**  8. make the epoch visible, strictly in epoch order.
-** Relocation (relocate.c, engine.md section 7) plugs in at step 4 where the only
-** conflict is growth: see the comment "relocation hook" below.
+** commit.c: publishes a lane's commit, in the order of engine.md section 5, one
+** function a step:
+**  1. collect: copy the write set out of the private WAL (outside every lock);
+**  2. reserve: room in the log (SQLITE_FULL before anything is assigned);
+**  3. lock_stripes: the stripes of every page written or read, ascending;
+**  4. validate: pages written, pages read, the schema cookie, page 1's fields;
+**  5. assign: the epoch and the log offset together (under db->mu);
+**  6. install: the versions (not yet visible), then unlock the stripes;
+**  7. make_durable: append the record to the log, wait for the group sync;
+**  8. make_visible: strictly in epoch order.
+** Relocation (growth.c, engine.md section 7) plugs in at step 4 where the only
+** conflict is growth. A transaction that writes several engine databases
+** (attached ones) goes through mw_commit_group: steps 1-4 for every database
+** before step 5 for any, so that it commits all or nothing.
+**
+** The read set is complete (docs/design.md, "The read set"): it holds every page
+** read through xRead since the last cold start of the lane (lane.c) and every page
+** this lane's commits wrote since then, because SQLite may use both from its cache
+** without reading them again. Every one of them is validated against the snapshot.
 **
 ** Owns: validation and publication. Never touches: the database file, SQLite.
 */
@@ -145,7 +153,7 @@ static int same_routes(mw_lane *l, const mw_chain *c, uint32_t pgno) {
   int nn = no < 0 ? -1 : parse_routes(c->v[c->n - 1].img, pgsz, &rn);
   int same = no > 0 && nn > 0;
   for (int i = 0; same && i < no; i++) {
-    if (!mw_lane_read_set_has(l, ro[i].child)) continue;
+    if (!mw_pageset_has(&l->rs, ro[i].child)) continue;
     int found = 0;
     for (int j = 0; j < nn && !found; j++)
       if (rn[j].child == ro[i].child) found = rn[j].lo == ro[i].lo && rn[j].hi == ro[i].hi;
@@ -171,245 +179,387 @@ static int routes(mw_lane *l, const mw_chain *c, uint32_t pgno) {
   return interior_type(t);
 }
 
-int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
-  mw_db *db = l->db;
-  mw_store *s = &db->store;
-  int pgsz = db->page_size;
-  uint64_t fsz = (uint64_t)pgsz + FRAME_HDR;
-  int rc = SQLITE_OK;
-  int nframes = (int)(to - from);
-  wpage *w = malloc((size_t)nframes * sizeof(*w));
-  uint32_t *wp = malloc((size_t)nframes * sizeof(uint32_t));
-  unsigned char **img = calloc((size_t)nframes, sizeof(*img));
-  uint32_t *rp = 0;
-  uint32_t *merge = 0;         /* interior table pages to merge (growth.c) */
-  int nw = 0, nr = 0, nmerge = 0, relocated = 0, merged = 0;
-  uint32_t grown = 0;          /* size after a relocated commit */
-  int installed = 0;
-  if (w == 0 || wp == 0 || img == 0) { rc = SQLITE_NOMEM; goto out; }
+/* Children of the interior b-tree pages this commit writes. A page read but not
+** written can still decide the structure the commit writes: balance_quick takes the
+** divider of a new right-most leaf from the old right-most leaf, which it reads and
+** never writes. So such a child is validated even when mw_readcheck=0. */
+static int children_of_written(const uint32_t *wp, unsigned char *const *img, int nw, int pgsz,
+                               mw_pageset *out) {
+  for (int i = 0; i < nw; i++) {
+    const unsigned char *p = img[i] + (wp[i] == 1 ? 100 : 0);
+    int room = pgsz - (wp[i] == 1 ? 100 : 0);
+    if (!interior_type(p[0])) continue;
+    int ncell = (p[3] << 8) | p[4];
+    if (12 + 2 * ncell > room) continue; /* malformed: its reads are validated anyway */
+    mw_pageset_add(out, mw_get32(p + 8));
+    for (int k = 0; k < ncell; k++) {
+      int off = (p[12 + 2 * k] << 8) | p[13 + 2 * k];
+      if (off >= 12 && off + 4 <= room) mw_pageset_add(out, mw_get32(p + off));
+    }
+  }
+  return out->failed ? SQLITE_NOMEM : SQLITE_OK;
+}
 
-  /* 1. The write set: every page of the frames since the last commit. */
+/* One commit on its way to publication. */
+typedef struct commit {
+  mw_lane *l;
+  uint32_t db_pages;           /* size after the commit (the lane's own view, then
+                                  the published one) */
+  uint32_t lane_pages;         /* the lane's own view of the size after it */
+  int nw;                      /* write set: wp sorted by page, img the images */
+  uint32_t *wp;
+  unsigned char **img;
+  int nr;                      /* pages read and not written, sorted (not page 1) */
+  uint32_t *rp;
+  uint32_t *merge;             /* interior table pages to merge (growth.c) */
+  int nmerge, merged, relocated, writes_page1, allow_growth;
+  uint32_t grown;              /* size after a relocated commit */
+  uint64_t mask;               /* stripes to hold */
+  int locked, installed;
+  uint32_t view_cookie;
+  int conflict;                /* MW_STAT_CONFLICT_* when refused */
+  uint64_t epoch;
+  mw_pending *pe;
+#if MW_USE_LOG
+  uint64_t rec_bytes, offset;
+  int reserved;
+#endif
+} commit;
+
+static void commit_free(commit *c) {
+  if (!c->installed && c->img)
+    for (int i = 0; i < c->nw; i++) free(c->img[i]);
+  free(c->img);
+  free(c->wp);
+  free(c->rp);
+  free(c->merge);
+  memset(c, 0, sizeof(*c));
+}
+
+/* 1. The write set: every page of frames [from, to), the last frame of a page
+** winning; the read set less the pages written and page 1 (the cookie and the
+** header check cover it). */
+static int collect(commit *c, mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
+  int pgsz = l->db->page_size;
+  uint64_t fsz = (uint64_t)pgsz + FRAME_HDR;
+  int nframes = (int)(to - from);
+  c->l = l;
+  c->db_pages = c->lane_pages = db_pages;
+  wpage *w = malloc((size_t)nframes * sizeof(*w));
+  c->wp = malloc((size_t)nframes * sizeof(uint32_t));
+  c->img = calloc((size_t)nframes, sizeof(*c->img));
+  c->merge = malloc((size_t)nframes * sizeof(uint32_t));
+  if (w == 0 || c->wp == 0 || c->img == 0 || c->merge == 0) {
+    free(w);
+    return SQLITE_NOMEM;
+  }
   for (int i = 0; i < nframes; i++) {
     w[i].frame = from + (uint64_t)i;
     w[i].pgno = mw_get32(l->wal + WAL_HDR + w[i].frame * fsz);
   }
   qsort(w, (size_t)nframes, sizeof(*w), cmp_wpage);
+  int nw = 0;
   for (int i = 0; i < nframes; i++) {
     if (nw > 0 && w[nw - 1].pgno == w[i].pgno) continue;
     w[nw++] = w[i];
   }
   for (int i = 0; i < nw; i++) {
-    wp[i] = w[i].pgno;
-    img[i] = malloc((size_t)pgsz);
-    if (img[i] == 0) { rc = SQLITE_NOMEM; goto out; }
-    memcpy(img[i], l->wal + WAL_HDR + w[i].frame * fsz + FRAME_HDR, (size_t)pgsz);
-  }
-  int writes_page1 = nw > 0 && wp[0] == 1;
-
-  /* The read set, less the pages written and page 1 (the cookie covers it). */
-  if (l->rs_count) {
-    rp = malloc((size_t)l->rs_count * sizeof(uint32_t));
-    if (rp == 0) { rc = SQLITE_NOMEM; goto out; }
-    for (uint32_t i = 0; i < l->rs_cap; i++) {
-      uint32_t p = l->rs[i];
-      if (p && p != 1 && !in_sorted(wp, nw, p)) rp[nr++] = p;
+    c->wp[i] = w[i].pgno;
+    c->img[i] = malloc((size_t)pgsz);
+    if (c->img[i] == 0) {
+      c->nw = i;
+      free(w);
+      return SQLITE_NOMEM;
     }
-    qsort(rp, (size_t)nr, sizeof(uint32_t), cmp_u32);
+    memcpy(c->img[i], l->wal + WAL_HDR + w[i].frame * fsz + FRAME_HDR, (size_t)pgsz);
   }
+  c->nw = nw;
+  free(w);
+  c->writes_page1 = nw > 0 && c->wp[0] == 1;
+  if (l->rs.count) {
+    c->rp = malloc((size_t)l->rs.count * sizeof(uint32_t));
+    if (c->rp == 0) return SQLITE_NOMEM;
+    for (uint32_t i = 0; i < l->rs.cap; i++) {
+      uint32_t p = l->rs.slot[i];
+      if (p && p != 1 && !in_sorted(c->wp, nw, p)) c->rp[c->nr++] = p;
+    }
+    qsort(c->rp, (size_t)c->nr, sizeof(uint32_t), cmp_u32);
+  }
+  return SQLITE_OK;
+}
 
-  if (db->broken) { rc = db->broken; goto out; }
-  /* A relocated commit renumbered pages this snapshot's WAL still uses. */
-  if (l->reloc_epoch > l->snap) { /* (the next snapshot starts at or after it) */
-    l->stats[MW_STAT_CONFLICT_WRITE]++;
+/* Refusals that need no validation: a broken log, a relocated or poisoned snapshot. */
+static int precheck(commit *c) {
+  mw_lane *l = c->l;
+  if (l->db->broken) return l->db->broken;
+  /* A relocated commit renumbered pages this snapshot's WAL still uses (the next
+  ** snapshot starts at or after it). */
+  if (l->reloc_epoch > l->snap) {
     l->stats[MW_STAT_RELOCATE_REFUSED]++;
     l->stats[MW_STAT_RELOCATE_STALE]++;
-    l->losses++;
-    rc = SQLITE_BUSY_SNAPSHOT;
-    goto out;
+    c->conflict = MW_STAT_CONFLICT_WRITE;
   }
-  merge = malloc((size_t)(nw ? nw : 1) * sizeof(uint32_t));
-  if (merge == 0) { rc = SQLITE_NOMEM; goto out; }
+  return SQLITE_OK;
+}
 
+/* 2. Room in the log first. */
+static int reserve(commit *c) {
 #if MW_USE_LOG
-  /* 2. Room in the log first. */
-  uint64_t rec_bytes = mw_log_record_size(db->log, nw);
-  rc = mw_log_reserve(db->log, rec_bytes);
-  if (rc != SQLITE_OK) {
-    if (rc == SQLITE_FULL) l->stats[MW_STAT_CONFLICT_FULL]++;
-    goto out;
-  }
+  mw_db *db = c->l->db;
+  c->rec_bytes = mw_log_record_size(db->log, c->nw);
+  int rc = mw_log_reserve(db->log, c->rec_bytes);
+  if (rc == SQLITE_FULL) c->l->stats[MW_STAT_CONFLICT_FULL]++;
+  c->reserved = rc == SQLITE_OK;
+  return rc;
+#else
+  (void)c;
+  return SQLITE_OK;
 #endif
+}
 
-  /* 3. Stripes of every page touched, ascending (page 1 always: the cookie). */
+static void unreserve(commit *c) {
+#if MW_USE_LOG
+  if (c->reserved) mw_log_unreserve(c->l->db->log, c->rec_bytes);
+  c->reserved = 0;
+#else
+  (void)c;
+#endif
+}
+
+/* 3. The stripes of every page touched, ascending (page 1 always: the cookie). */
+static uint64_t stripe_mask(const commit *c) {
   uint64_t mask = (uint64_t)1 << mw_stripe_of(1);
-  for (int i = 0; i < nw; i++) mask |= (uint64_t)1 << mw_stripe_of(wp[i]);
-  for (int i = 0; i < nr; i++) mask |= (uint64_t)1 << mw_stripe_of(rp[i]);
-  const uint64_t all = MW_STRIPES >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << MW_STRIPES) - 1);
-  int conflict, growth;
-relock:
+  for (int i = 0; i < c->nw; i++) mask |= (uint64_t)1 << mw_stripe_of(c->wp[i]);
+  for (int i = 0; i < c->nr; i++) mask |= (uint64_t)1 << mw_stripe_of(c->rp[i]);
+  return mask;
+}
+
+static void lock_stripes(mw_store *s, uint64_t mask) {
   for (int i = 0; i < MW_STRIPES; i++)
     if (mask & ((uint64_t)1 << i)) mw_store_lock(s, i);
+}
 
-  /* 4. Validate. */
-  conflict = 0;
-  growth = 0;
-  nmerge = 0;
-  uint32_t view_cookie = 0, newest_cookie = 0, newest_size = 0;
-  int meta_changed = 0;
-  rc = page1_check(l, &view_cookie, &newest_cookie, &newest_size, &meta_changed);
-  if (rc == SQLITE_OK && view_cookie != newest_cookie) conflict = MW_STAT_CONFLICT_SCHEMA;
-  for (int i = 0; rc == SQLITE_OK && !conflict && i < nw; i++) {
-    mw_chain *c = mw_store_chain_locked(s, wp[i]);
-    if (c && c->n) {
-      uint64_t e = c->v[c->n - 1].epoch;
-      if (e > l->snap && !is_own(l, e)) {
-        /* Growth (page 1, pages past the snapshot's end, interior table pages
-        ** both changed) may still commit: relocation hook below. */
-        if (writes_page1 && l->nown == 0 && mw_growth_candidate(l, wp[i], img[i], c)) {
-          growth = 1;
-          if (wp[i] != 1 && wp[i] <= l->snap_size) merge[nmerge++] = wp[i];
-        } else {
-          conflict = MW_STAT_CONFLICT_WRITE;
-        }
-      }
-    }
-  }
-  /* Relocation hook (engine.md section 7, relocate.h; issue 4). Everything it needs
-  ** is at hand here, under the stripes: the write set (wp[i], img[i], sorted by page),
-  ** the snapshot's page 1 (mw_chain_view(chain of 1, l->snap, l->own, l->nown), else
-  ** the file), the newest page 1 (last version of chain 1), l->snap_size (N0) and
-  ** newest_size (N1), first commit = (l->nown == 0). When the only write conflicts
-  ** are page 1 and pages > N0: take the stripes of N1+1..N1+g too (release all and
-  ** relock the union in ascending order, then validate again), call
-  ** mw_relocate() on copies, validate the renumbered pages like any other, and go on
-  ** with the renumbered write set and db_pages = N1 + g. The lane must then refuse
-  ** any later commit of this snapshot (its WAL still has the old numbers): set a
-  ** flag that makes the next mw_commit of the snapshot return SQLITE_BUSY_SNAPSHOT.
-  ** Done so (growth.c): with every stripe held (relock once), so that page 1's
-  ** newest version, the stripes of N1+1..N1+g and the merge's "theirs wrote"
-  ** lookups are all stable until the epoch is assigned. */
-  if (rc == SQLITE_OK && !conflict && growth) {
-    if (mask != all) {
-      for (int i = MW_STRIPES - 1; i >= 0; i--)
-        if (mask & ((uint64_t)1 << i)) mw_store_unlock(s, i);
-      mask = all;
-      goto relock;
-    }
-    int grc = mw_growth_apply(l, wp, img, nw, merge, nmerge, &grown, &merged);
-    if (grc == SQLITE_BUSY_SNAPSHOT) {
-      conflict = MW_STAT_CONFLICT_WRITE;
-    } else if (grc != SQLITE_OK) {
-      rc = grc;
+static void unlock_stripes(mw_store *s, uint64_t mask) {
+  for (int i = MW_STRIPES - 1; i >= 0; i--)
+    if (mask & ((uint64_t)1 << i)) mw_store_unlock(s, i);
+}
+
+/* 4a. Pages written: a version newer than the snapshot that is not the snapshot's
+** own is a write conflict, unless growth may resolve it (*pGrowth). */
+static void validate_writes(commit *c, int *pGrowth) {
+  mw_lane *l = c->l;
+  mw_store *s = &l->db->store;
+  *pGrowth = 0;
+  c->nmerge = 0;
+  for (int i = 0; !c->conflict && i < c->nw; i++) {
+    mw_chain *ch = mw_store_chain_locked(s, c->wp[i]);
+    if (ch == 0 || ch->n == 0) continue;
+    uint64_t e = ch->v[ch->n - 1].epoch;
+    if (e <= l->snap || is_own(l, e)) continue;
+    /* Growth (page 1, pages past the snapshot's end, interior table pages both
+    ** changed) of a snapshot's first commit may still commit (growth.c). */
+    if (c->allow_growth && c->writes_page1 && l->nown == 0 &&
+        mw_growth_candidate(l, c->wp[i], c->img[i], ch)) {
+      *pGrowth = 1;
+      if (c->wp[i] != 1 && c->wp[i] <= l->snap_size) c->merge[c->nmerge++] = c->wp[i];
     } else {
-      relocated = 1;
-      /* Reads past the snapshot's end were of this transaction's own new pages. */
-      int k = 0;
-      for (int i = 0; i < nr; i++)
-        if (rp[i] <= l->snap_size) rp[k++] = rp[i];
-      nr = k;
+      c->conflict = MW_STAT_CONFLICT_WRITE;
     }
   }
-  /* A schema change always validates its reads, whatever mw_readcheck says: an
-  ** index built from rows another commit changed would be wrong. Without
-  ** mw_readcheck the interior pages read are still validated: a commit that
-  ** navigated through a stale parent would file cells under the wrong divider
-  ** and corrupt the b-tree (the checker shows it); write skew stays possible. */
-  int ddl = writes_page1 && mw_get32(img[0] + 40) != view_cookie;
+}
+
+/* 4b. Growth: relocate the new pages past the newest end and merge the interior
+** pages both sides changed. The caller holds every stripe. A merged page routes
+** searches this transaction made: every child it read must keep its key range in
+** the other side's version, or the transaction read a range that changed. */
+static int validate_growth(commit *c) {
+  mw_lane *l = c->l;
+  int grc = mw_growth_apply(l, c->wp, c->img, c->nw, c->merge, c->nmerge, &c->grown, &c->merged);
+  if (grc == SQLITE_BUSY_SNAPSHOT) {
+    c->conflict = MW_STAT_CONFLICT_WRITE;
+    return SQLITE_OK;
+  }
+  if (grc != SQLITE_OK) return grc;
+  c->relocated = 1;
+  for (int i = 0; i < c->nmerge; i++) {
+    mw_chain *ch = mw_store_chain_locked(&l->db->store, c->merge[i]);
+    if (ch && ch->n && !same_routes(l, ch, c->merge[i])) {
+      c->conflict = MW_STAT_CONFLICT_READ;
+      return SQLITE_OK;
+    }
+  }
+  /* Reads past the snapshot's end were of this transaction's own new pages. */
+  int k = 0;
+  for (int i = 0; i < c->nr; i++)
+    if (c->rp[i] <= l->snap_size) c->rp[k++] = c->rp[i];
+  c->nr = k;
+  return SQLITE_OK;
+}
+
+/* 4c. Pages read. With mw_readcheck (the default), and always for a schema change,
+** every page read that changed since the snapshot refuses the commit, except an
+** interior table page that still routes every key range read the same way. With
+** mw_readcheck=0 only the pages that decide structure are validated: interior
+** pages, and the children of the interior pages this commit writes. Page 1's
+** header fields (44..91) are a read too, also for a relocated commit (which builds
+** its page 1 from the newest one). */
+static int validate_reads(commit *c, int meta_changed) {
+  mw_lane *l = c->l;
+  mw_store *s = &l->db->store;
+  int ddl = c->writes_page1 && mw_get32(c->img[0] + 40) != c->view_cookie;
   int full = l->readcheck || ddl;
-  if (rc == SQLITE_OK && !conflict) {
-    if (l->rs_failed || (full && meta_changed && !writes_page1)) conflict = MW_STAT_CONFLICT_READ;
-    for (int i = 0; !conflict && i < nr; i++) {
-      mw_chain *c = mw_store_chain_locked(s, rp[i]);
-      if (c && c->n) {
-        uint64_t e = c->v[c->n - 1].epoch;
-        if (e > l->snap && !is_own(l, e) && (full || routes(l, c, rp[i])) &&
-            !same_routes(l, c, rp[i]))
-          conflict = MW_STAT_CONFLICT_READ;
-      }
-    }
+  if (l->rs.failed) {
+    c->conflict = MW_STAT_CONFLICT_READ;
+    return SQLITE_OK;
   }
-  if (rc != SQLITE_OK || conflict) {
-    for (int i = MW_STRIPES - 1; i >= 0; i--)
-      if (mask & ((uint64_t)1 << i)) mw_store_unlock(s, i);
-#if MW_USE_LOG
-    mw_log_unreserve(db->log, rec_bytes);
-#endif
-    if (conflict) {
-      l->stats[conflict]++;
-      l->losses++;
-      rc = SQLITE_BUSY_SNAPSHOT;
-    }
-    goto out;
+  if (full && meta_changed && (!c->writes_page1 || c->relocated)) {
+    c->conflict = MW_STAT_CONFLICT_READ;
+    return SQLITE_OK;
   }
+  mw_pageset kids = { 0 };
+  int rc = full ? SQLITE_OK
+                : children_of_written(c->wp, c->img, c->nw, l->db->page_size, &kids);
+  for (int i = 0; rc == SQLITE_OK && !c->conflict && i < c->nr; i++) {
+    mw_chain *ch = mw_store_chain_locked(s, c->rp[i]);
+    if (ch == 0 || ch->n == 0) continue;
+    uint64_t e = ch->v[ch->n - 1].epoch;
+    if (e <= l->snap || is_own(l, e)) continue;
+    int check = full || routes(l, ch, c->rp[i]) || mw_pageset_has(&kids, c->rp[i]);
+    if (check && !same_routes(l, ch, c->rp[i])) c->conflict = MW_STAT_CONFLICT_READ;
+  }
+  mw_pageset_free(&kids);
+  return rc;
+}
 
-  /* The size after this commit. Every change of the size writes page 1 (the
-  ** in-header size, bytes 28..31), and every committer holds page 1's stripe:
-  ** a commit that does not write page 1 keeps the newest size, not the one of its
-  ** older snapshot (which would cut off pages that others added). */
-  uint32_t lane_pages = db_pages;
-  if (!writes_page1) db_pages = newest_size;
-  if (relocated) db_pages = grown;
+/* 4. Validate under the stripes (c->mask held). Sets c->conflict on a refusal.
+** With growth allowed, a growth conflict takes every stripe and starts again. */
+static int validate(commit *c) {
+  mw_lane *l = c->l;
+  mw_store *s = &l->db->store;
+  const uint64_t all = MW_STRIPES >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << MW_STRIPES) - 1);
+  for (;;) {
+    uint32_t newest_cookie = 0, newest_size = 0;
+    int meta_changed = 0, growth = 0;
+    int rc = page1_check(l, &c->view_cookie, &newest_cookie, &newest_size, &meta_changed);
+    if (rc != SQLITE_OK) return rc;
+    if (c->view_cookie != newest_cookie) {
+      c->conflict = MW_STAT_CONFLICT_SCHEMA;
+      return SQLITE_OK;
+    }
+    validate_writes(c, &growth);
+    if (c->conflict) return SQLITE_OK;
+    if (growth && c->mask != all) {
+      unlock_stripes(s, c->mask);
+      c->mask = all;
+      lock_stripes(s, c->mask);
+      continue;
+    }
+    if (growth) {
+      rc = validate_growth(c);
+      if (rc != SQLITE_OK || c->conflict) return rc;
+    }
+    rc = validate_reads(c, meta_changed);
+    if (rc != SQLITE_OK || c->conflict) return rc;
+    /* The size after this commit. Every change of the size writes page 1 (the
+    ** in-header size, bytes 28..31), and every committer holds page 1's stripe:
+    ** a commit that does not write page 1 keeps the newest size, not the one of
+    ** its older snapshot (which would cut off pages that others added). */
+    if (!c->writes_page1) c->db_pages = newest_size;
+    if (c->relocated) c->db_pages = c->grown;
+    return SQLITE_OK;
+  }
+}
 
-  /* 5. The epoch and the log offset, together. */
+/* A refused or failed commit before step 5: nothing was assigned or installed. */
+static int refuse(commit *c, int rc) {
+  mw_lane *l = c->l;
+  if (c->locked) unlock_stripes(&l->db->store, c->mask);
+  c->locked = 0;
+  unreserve(c);
+  if (c->conflict) {
+    l->stats[c->conflict]++;
+    l->losses++;
+    rc = SQLITE_BUSY_SNAPSHOT;
+  }
+  /* SQLite rolls back; whatever it keeps of this snapshot is not the lane's. */
+  l->must_reset = 1;
+  return rc;
+}
+
+/* 5. The epoch and the log offset, together. */
+static void assign(commit *c) {
+  mw_db *db = c->l->db;
   mw_mutex_lock(&db->mu);
   while (db->assigned - db->visible >= MW_RING - 1) mw_cond_wait(&db->cv, &db->mu);
-  uint64_t epoch = ++db->assigned;
-  mw_pending *pe = &db->ring[epoch % MW_RING];
-  pe->epoch = epoch;
-  pe->size = db_pages;
-  pe->ready = 0;
-  pe->end = 0;
+  c->epoch = ++db->assigned;
+  c->pe = &db->ring[c->epoch % MW_RING];
+  c->pe->epoch = c->epoch;
+  c->pe->size = c->db_pages;
+  c->pe->ready = 0;
+  c->pe->end = 0;
 #if MW_USE_LOG
-  uint64_t offset = mw_log_assign(db->log, epoch, rec_bytes);
-  pe->end = offset + rec_bytes;
+  c->offset = mw_log_assign(db->log, c->epoch, c->rec_bytes);
+  c->pe->end = c->offset + c->rec_bytes;
+  c->reserved = 0;
 #endif
   mw_mutex_unlock(&db->mu);
+}
 
-  /* 6. Install (not visible yet: epoch > visible), then unlock. */
+/* 6. Install (not visible yet: epoch > visible); the caller unlocks after. */
+static int install(commit *c) {
+  mw_db *db = c->l->db;
+  int rc = SQLITE_OK;
   uint64_t oldest = __atomic_load_n(&db->oldest, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < nw; i++) {
+  for (int i = 0; i < c->nw; i++) {
     /* The store owns img[i] from here (it frees it on failure); the pointer stays
     ** valid until this epoch is visible: only versions older than the oldest
     ** snapshot are ever pruned. */
-    int irc = mw_store_install_locked(s, wp[i], epoch, img[i], oldest);
+    int irc = mw_store_install_locked(&db->store, c->wp[i], c->epoch, c->img[i], oldest);
     if (irc != SQLITE_OK && rc == SQLITE_OK) rc = irc;
   }
-  installed = 1;
-  for (int i = MW_STRIPES - 1; i >= 0; i--)
-    if (mask & ((uint64_t)1 << i)) mw_store_unlock(s, i);
+  c->installed = 1;
+  return rc;
+}
 
-  /* 7. Durable. */
+/* 7. Durable: synchronous=FULL/EXTRA (the default) is acknowledged once synced; OFF
+** and NORMAL once written, as stock SQLite's WAL acknowledges them without a sync.
+** A later synced commit covers this one (the log is written as a prefix), and the
+** compactor syncs the log before it moves anything into the database file. */
+static int make_durable(commit *c, int rc) {
 #if MW_USE_LOG
+  mw_db *db = c->l->db;
   if (rc != SQLITE_OK) {
     /* Assigned but not submittable: poison the log, or the commits behind this
     ** offset would wait forever. */
     mw_log_fail(db->log, rc);
-  } else {
-    rc = mw_log_submit(db->log, offset, epoch, db_pages, nw, wp,
-                       (const unsigned char *const *)img);
-    mw_crash_point("commit_after_submit");
-    /* synchronous=FULL/EXTRA (the default): acknowledged once synced. OFF and
-    ** NORMAL: once written, as stock SQLite's WAL acknowledges them without a
-    ** sync; a later synced commit covers this one (the log is written as a
-    ** prefix), and the compactor syncs the log before it moves anything into the
-    ** database file. */
-    if (rc == SQLITE_OK)
-      rc = l->sync_level >= 2 ? mw_log_wait_durable(db->log, offset + rec_bytes)
-                              : mw_log_wait_written(db->log, offset + rec_bytes);
+    return rc;
+  }
+  rc = mw_log_submit(db->log, c->offset, c->epoch, c->db_pages, c->nw, c->wp,
+                     (const unsigned char *const *)c->img);
+  mw_crash_point("commit_after_submit");
+  if (rc == SQLITE_OK) {
+    uint64_t end = c->offset + c->rec_bytes;
+    rc = c->l->sync_level >= 2 ? mw_log_wait_durable(db->log, end)
+                               : mw_log_wait_written(db->log, end);
   }
 #endif
   mw_crash_point("commit_before_visible");
+  return rc;
+}
 
-  /* 8. Visible in epoch order: the prefix of ready epochs advances. */
+/* 8. Visible in epoch order: the prefix of ready epochs advances; returns once this
+** epoch is visible. A failed write or sync breaks the database: nothing after it
+** may become visible. */
+static int make_visible(commit *c, int rc) {
+  mw_db *db = c->l->db;
   mw_mutex_lock(&db->mu);
   if (rc != SQLITE_OK) {
-    /* A failed write or sync: nothing after it may become visible. */
     if (!db->broken) db->broken = rc;
     mw_cond_broadcast(&db->cv);
     mw_mutex_unlock(&db->mu);
-    goto out;
+    return rc;
   }
-  pe->ready = 1;
+  c->pe->ready = 1;
   uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
@@ -421,8 +571,8 @@ relock:
   }
   /* Wake the committers (and a full ring) only when something became visible. */
   if (db->visible != was_visible) mw_cond_broadcast(&db->cv);
-  while (db->visible < epoch && !db->broken) mw_cond_wait(&db->cv, &db->mu);
-  if (db->visible < epoch) rc = db->broken;
+  while (db->visible < c->epoch && !db->broken) mw_cond_wait(&db->cv, &db->mu);
+  if (db->visible < c->epoch) rc = db->broken;
 #if MW_USE_LOG
   db->log_bytes = mw_log_size(db->log);
   int kick = db->log_bytes > db->opts.log_max_bytes;
@@ -431,32 +581,173 @@ relock:
 #endif
   mw_mutex_unlock(&db->mu);
   if (kick) mw_compact_kick(db);
-  if (rc != SQLITE_OK) goto out;
-  if (relocated) l->reloc_epoch = epoch;
+  return rc;
+}
 
+/* After publication: the lane's view of its snapshot now includes this epoch, and
+** every page written joins the read set (SQLite keeps them in its cache and WAL and
+** will not read them through xRead again in this snapshot). */
+static int finish(commit *c) {
+  mw_lane *l = c->l;
+  if (c->relocated) l->reloc_epoch = c->epoch;
+  for (int i = 0; i < c->nw; i++) mw_pageset_add(&l->rs, c->wp[i]);
   if (l->nown == l->cap_own) {
     int ncap = l->cap_own ? l->cap_own * 2 : 4;
     uint64_t *no = realloc(l->own, (size_t)ncap * sizeof(uint64_t));
-    if (no == 0) { rc = SQLITE_NOMEM; goto out; } /* published; only our view fails */
+    if (no == 0) { /* published; only the lane's view fails */
+      l->must_reset = 1;
+      return SQLITE_NOMEM;
+    }
     l->own = no;
     l->cap_own = ncap;
   }
-  l->own[l->nown++] = epoch;
-  l->cur_size = lane_pages; /* the lane's own view: its snapshot plus its commits */
+  l->own[l->nown++] = c->epoch;
+  l->cur_size = c->lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
   l->losses = 0;
-  if (relocated) {
+  if (c->relocated) {
     l->stats[MW_STAT_RELOCATIONS]++;
-    l->stats[MW_STAT_MERGES] += merged;
+    l->stats[MW_STAT_MERGES] += c->merged;
   }
+  return SQLITE_OK;
+}
 
-out:
-  if (!installed && img)
-    for (int i = 0; i < nw; i++) free(img[i]);
-  free(img);
-  free(w);
-  free(wp);
-  free(rp);
-  free(merge);
+/* Steps 7-8 and the lane's bookkeeping, for an installed commit (stripes released;
+** rc: the result of the install). */
+static int complete(commit *c, int rc) {
+  rc = make_durable(c, rc);
+  rc = make_visible(c, rc);
+  if (rc != SQLITE_OK) {
+    c->l->must_reset = 1;
+    return rc;
+  }
+  return finish(c);
+}
+
+int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
+  commit c = { 0 };
+  c.allow_growth = 1;
+  int rc = collect(&c, l, from, to, db_pages);
+  if (rc == SQLITE_OK) rc = precheck(&c);
+  if (rc == SQLITE_OK && !c.conflict) rc = reserve(&c);
+  if (rc == SQLITE_OK && !c.conflict) {
+    c.mask = stripe_mask(&c);
+    lock_stripes(&l->db->store, c.mask);
+    c.locked = 1;
+    rc = validate(&c);
+  }
+  if (rc != SQLITE_OK || c.conflict) {
+    rc = refuse(&c, rc);
+  } else {
+    assign(&c);
+    rc = install(&c);
+    unlock_stripes(&l->db->store, c.mask);
+    c.locked = 0;
+    rc = complete(&c, rc);
+  }
+  commit_free(&c);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+static int cmp_by_db(const void *a, const void *b) {
+  const commit *x = *(commit *const *)a, *y = *(commit *const *)b;
+  uintptr_t p = (uintptr_t)x->l->db, q = (uintptr_t)y->l->db;
+  return p < q ? -1 : p > q;
+}
+
+static int sets_meet(const commit *a, const commit *b) {
+  for (int i = 0; i < b->nw; i++)
+    if (in_sorted(a->wp, a->nw, b->wp[i]) || mw_pageset_has(&a->l->rs, b->wp[i])) return 1;
+  for (int i = 0; i < a->nw; i++)
+    if (mw_pageset_has(&b->l->rs, a->wp[i])) return 1;
+  return 0;
+}
+
+/* One transaction over several engine databases: every commit is validated, with
+** the stripes of every database held (databases in address order), before any is
+** assigned an epoch; then each is published. No growth relocation here (it needs
+** every stripe of its database and may retry). Two lanes of one database (a file
+** attached under a second name) commit together only when neither touched a page
+** the other wrote; otherwise the transaction is refused with SQLITE_ERROR, since a
+** retry would fail the same way. Crash atomicity across the files is what stock
+** WAL mode gives: none (each database's log is its own). */
+int mw_commit_group(mw_lane **lanes, int n) {
+  commit *cs = calloc((size_t)n, sizeof(commit));
+  commit **order = calloc((size_t)n, sizeof(commit *));
+  int rc = cs && order ? SQLITE_OK : SQLITE_NOMEM;
+  int conflict = 0, same_pages = 0;
+  for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+    mw_lane *l = lanes[i];
+    rc = collect(&cs[i], l, l->stash_from, l->stash_to, l->stash_pages);
+    if (rc == SQLITE_OK) rc = precheck(&cs[i]);
+    if (rc == SQLITE_OK) rc = reserve(&cs[i]);
+    if (rc == SQLITE_OK) cs[i].mask = stripe_mask(&cs[i]);
+    order[i] = &cs[i];
+    conflict |= cs[i].conflict != 0;
+  }
+  if (rc == SQLITE_OK && !conflict) {
+    qsort(order, (size_t)n, sizeof(commit *), cmp_by_db);
+    /* One lock set per database: the union of its commits' stripes. */
+    for (int i = 0; i < n; i++) {
+      int first = i == 0 || order[i - 1]->l->db != order[i]->l->db;
+      if (!first) continue;
+      uint64_t mask = 0;
+      for (int j = i; j < n && order[j]->l->db == order[i]->l->db; j++) mask |= order[j]->mask;
+      for (int j = i; j < n && order[j]->l->db == order[i]->l->db; j++) {
+        order[j]->mask = mask;
+        if (j > i && sets_meet(order[i], order[j])) same_pages = 1;
+      }
+      lock_stripes(&order[i]->l->db->store, mask);
+      order[i]->locked = 1;
+    }
+    for (int i = 0; rc == SQLITE_OK && !conflict && !same_pages && i < n; i++) {
+      rc = validate(order[i]);
+      conflict |= order[i]->conflict != 0;
+    }
+  }
+  if (rc != SQLITE_OK || conflict || same_pages) {
+    for (int i = n - 1; order && i >= 0; i--)
+      if (order[i] && order[i]->locked) unlock_stripes(&order[i]->l->db->store, order[i]->mask);
+    for (int i = 0; cs && i < n; i++) {
+      cs[i].locked = 0;
+      if (cs[i].l) refuse(&cs[i], rc);
+    }
+    if (rc == SQLITE_OK) rc = same_pages ? SQLITE_ERROR : SQLITE_BUSY_SNAPSHOT;
+    if (same_pages)
+      sqlite3_log(SQLITE_ERROR, "multiwriter: one transaction wrote the same database "
+                                "through two names and touched the same pages: refused");
+  } else {
+    /* Every commit is installed before any database's stripes are released, so
+    ** that no other commit validates between two commits of one database. */
+    int *irc = calloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++) {
+      assign(order[i]);
+      int r = install(order[i]);
+      if (irc) irc[i] = r; else if (rc == SQLITE_OK) rc = r;
+    }
+    for (int i = n - 1; i >= 0; i--)
+      if (order[i]->locked) unlock_stripes(&order[i]->l->db->store, order[i]->mask);
+    for (int i = 0; i < n; i++) {
+      order[i]->locked = 0;
+      int r = complete(order[i], irc ? irc[i] : SQLITE_NOMEM);
+      if (rc == SQLITE_OK) rc = r;
+    }
+    free(irc);
+  }
+  for (int i = 0; i < n; i++) {
+    mw_lane *l = lanes[i];
+    __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+    if (rc == SQLITE_OK) {
+      l->committed_frames = l->stash_to;
+    } else {
+      l->poisoned = 1;
+      l->must_reset = 1;
+    }
+  }
+  for (int i = 0; cs && i < n; i++) commit_free(&cs[i]);
+  free(cs);
+  free(order);
   return rc;
 }

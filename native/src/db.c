@@ -381,3 +381,26 @@ int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt) {
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
   return rc;
 }
+
+/* ---------------------------------------------------------------- stashed commits */
+
+/* The lanes of every open database whose commit the thread `owner` stashed until
+** phase two (lane.c). Only that thread changes those lanes' stash, so reading them
+** here races with nothing that matters to the answer. */
+int mw_db_stashed_lanes(void *owner, mw_lane **out, int max) {
+  int n = 0;
+  mw_mutex_lock(&registry_mu);
+  for (mw_db *d = registry; d; d = d->next) {
+    mw_mutex_lock(&d->mu);
+    for (mw_lane *l = d->lanes; l; l = l->next_in_db) {
+      if (__atomic_load_n(&l->stashed, __ATOMIC_ACQUIRE) &&
+          __atomic_load_n(&l->stash_owner, __ATOMIC_RELAXED) == owner) {
+        if (n < max) out[n] = l;
+        n++;
+      }
+    }
+    mw_mutex_unlock(&d->mu);
+  }
+  mw_mutex_unlock(&registry_mu);
+  return n;
+}

@@ -103,6 +103,17 @@ typedef struct mw_page_out { uint32_t pgno; unsigned char *img; } mw_page_out;
 ** *pOut is sqlite3_malloc'ed (free each img and the array with sqlite3_free). */
 int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN);
 
+/* ---------------------------------------------------------------- page sets */
+typedef struct mw_pageset {
+  uint32_t *slot;              /* open addressing, 0 = empty */
+  uint32_t cap, count;
+  int failed;                  /* a page could not be recorded: refuse the commit */
+} mw_pageset;
+void mw_pageset_add(mw_pageset *s, uint32_t pgno);
+int mw_pageset_has(const mw_pageset *s, uint32_t pgno);
+void mw_pageset_clear(mw_pageset *s);
+void mw_pageset_free(mw_pageset *s);
+
 /* ---------------------------------------------------------------- database */
 typedef struct mw_lane mw_lane;
 typedef struct mw_db mw_db;
@@ -251,10 +262,29 @@ struct mw_lane {
   uint32_t cur_size;           /* size after this snapshot's own commits */
   uint64_t *own;               /* epochs this snapshot committed */
   int nown, cap_own;
-  uint32_t *rs;                /* read set: open-addressing set of page numbers */
-  uint32_t rs_cap, rs_count;
-  int rs_failed;               /* a read could not be recorded: refuse the commit */
+  mw_pageset rs;               /* read set: every page SQLite may hold from this
+                                  snapshot or, while warm, from earlier ones */
   unsigned char *pgbuf;        /* one page, scratch */
+
+  /* SQLite's page cache and the private WAL are kept across read-only transactions
+  ** ("warm") while no other connection committed in between (lane.c). */
+  int warm;                    /* the previous snapshot left SQLite's state valid */
+  uint64_t last_snap;          /* snapshot epoch of the previous transaction */
+  int last_nown;               /* commits of the previous transaction */
+  int must_reset;              /* next snapshot starts cold whatever happened */
+  int wrote;                   /* this snapshot took the write lock */
+  int64_t data_version;        /* SQLite's data_version seen by the previous reset */
+
+  /* A commit of a transaction that writes several engine databases (attached ones)
+  ** waits for SQLite's commit phase two and is published with the others, all or
+  ** nothing (commit.c, mw_commit_group). */
+  int stashed;                 /* frames [stash_from, stash_to) wait for phase two */
+  uint64_t stash_from, stash_to;
+  uint32_t stash_pages;
+  void *stash_owner;           /* the thread that wrote them (mw_thread_write_locks) */
+  int *wlock_counter;          /* the thread counter this lane's write lock counts in */
+  int poisoned;                /* SQLite believes a refused commit happened: every
+                                  later commit of this snapshot is refused */
 
   int losses;                  /* commits refused in a row */
   mw_lane *turn_next;          /* next in the turn queue (turn.c) */
@@ -269,6 +299,15 @@ struct mw_lane {
 /* commit.c: publishes frames [from, to) of the lane's WAL (to-1 is the commit
 ** frame, whose header says the database has db_pages pages). */
 int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages);
+/* Publishes the stashed commits of several lanes (one transaction over attached
+** databases) all or nothing: every one is validated before any is published. */
+int mw_commit_group(mw_lane **lanes, int n);
+
+/* lane.c: the number of engine write locks the calling thread holds (a thread-local
+** counter; its address also identifies the thread). */
+int *mw_thread_write_locks(void);
+/* db.c: the lanes whose commit the calling thread stashed (at most max). */
+int mw_db_stashed_lanes(void *owner, mw_lane **out, int max);
 
 /* growth.c (engine.md section 7): called by mw_commit under every stripe. */
 /* 1 when a write conflict on pgno is one that relocation or the interior merge
@@ -297,8 +336,6 @@ mw_lane *mw_lane_find(const char *zDbName);
 extern const sqlite3_io_methods mw_main_methods;
 extern const sqlite3_io_methods mw_wal_methods;
 int mw_lane_open_wal(mw_lane *l, sqlite3_file *f);
-void mw_lane_read_set_add(mw_lane *l, uint32_t pgno);
-int mw_lane_read_set_has(const mw_lane *l, uint32_t pgno);
 
 static inline uint32_t mw_get32(const unsigned char *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];

@@ -24,56 +24,46 @@
 #define WAL_HDR 32
 #define FRAME_HDR 24
 
-/* ---------------------------------------------------------------- read set */
+static _Thread_local int thread_write_locks;
+int *mw_thread_write_locks(void) { return &thread_write_locks; }
 
-void mw_lane_read_set_add(mw_lane *l, uint32_t pgno) {
-  if ((l->rs_count + 1) * 2 > l->rs_cap) {
-    uint32_t ncap = l->rs_cap ? l->rs_cap * 2 : 256;
-    uint32_t *ns = calloc(ncap, sizeof(uint32_t));
-    if (ns == 0) {
-      /* Cannot track the read: make the commit fail safe (conflict on validation). */
-      l->rs_failed = 1;
-      return;
-    }
-    for (uint32_t i = 0; i < l->rs_cap; i++) {
-      uint32_t v = l->rs[i];
-      if (v == 0) continue;
-      uint32_t h = (v * 2654435761u) & (ncap - 1);
-      while (ns[h]) h = (h + 1) & (ncap - 1);
-      ns[h] = v;
-    }
-    free(l->rs);
-    l->rs = ns;
-    l->rs_cap = ncap;
-  }
-  uint32_t h = (pgno * 2654435761u) & (l->rs_cap - 1);
-  while (l->rs[h]) {
-    if (l->rs[h] == pgno) return;
-    h = (h + 1) & (l->rs_cap - 1);
-  }
-  l->rs[h] = pgno;
-  l->rs_count++;
-}
+/* ---------------------------------------------------------------- warm transactions */
 
-int mw_lane_read_set_has(const mw_lane *l, uint32_t pgno) {
-  if (l->rs_cap == 0) return 0;
-  uint32_t h = (pgno * 2654435761u) & (l->rs_cap - 1);
-  while (l->rs[h]) {
-    if (l->rs[h] == pgno) return 1;
-    h = (h + 1) & (l->rs_cap - 1);
-  }
-  return 0;
-}
+/* SQLite keeps its page cache and its view of the WAL from one transaction to the
+** next as long as the wal-index header is unchanged; it drops the cache (and moves
+** PRAGMA data_version) whenever the header changed. Pages it serves from its cache
+** never reach xRead, so the engine normally starts every transaction cold: it
+** empties the private WAL and zeroes the header at the end of each snapshot, and
+** the read set is exactly the pages read.
+**
+** A run of read-only transactions with no commit of any other connection in
+** between is kept warm instead: the cache then holds exactly the new snapshot's
+** state, and the read set is carried over (every page read since the last cold
+** start, a superset of what the cache holds). Read-only transactions are never
+** validated, so the superset costs nothing there; only a write transaction that
+** follows such a run validates carried pages it may not have used. After any
+** transaction that wrote, after another connection's commit, or when the carried
+** state grew large, the lane goes cold at its next snapshot: it zeroes the header
+** then, SQLite re-reads the header after it takes its read lock, sees the change,
+** lets the lock go (that snapshot ends), recovers the empty WAL, drops its cache
+** and locks again. So data_version stays put across reads when nobody committed
+** (as in stock SQLite), and a backup's source connection is not restarted at every
+** step. */
+#define MW_WARM_PAGES 65536u          /* pages carried in the read set, at most */
+#define MW_WARM_WAL ((uint64_t)16 << 20) /* bytes of the private WAL kept, at most */
 
-static void read_set_clear(mw_lane *l) {
-  if (l->rs_cap > 65536) {
-    free(l->rs);
-    l->rs = 0;
-    l->rs_cap = 0;
-  } else if (l->rs_count) {
-    memset(l->rs, 0, l->rs_cap * sizeof(uint32_t));
+static void go_cold(mw_lane *l) {
+  l->wal_len = 0;
+  l->committed_frames = 0;
+  if (l->wal_cap > ((uint64_t)4 << 20)) {
+    free(l->wal);
+    l->wal = 0;
+    l->wal_cap = 0;
   }
-  l->rs_count = 0;
+  if (l->nregion > 0 && l->region[0]) memset(l->region[0], 0, 96);
+  mw_pageset_clear(&l->rs);
+  l->warm = 0;
+  l->must_reset = 0;
 }
 
 /* ---------------------------------------------------------------- snapshots */
@@ -83,8 +73,11 @@ static void snap_begin(mw_lane *l) {
   l->cur_size = l->snap_size;
   l->in_snap = 1;
   l->nown = 0;
-  l->committed_frames = 0;
-  l->rs_failed = 0;
+  l->poisoned = 0;
+  __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+  if (l->warm && (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||
+                  l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL))
+    go_cold(l);
 }
 
 static void snap_end(mw_lane *l) {
@@ -92,17 +85,16 @@ static void snap_end(mw_lane *l) {
   l->stats[MW_STAT_SNAPSHOT_EPOCH] = (int64_t)l->snap;
   l->stats[MW_STAT_COMMIT_EPOCH] = l->nown ? (int64_t)l->own[l->nown - 1] : 0;
   l->in_snap = 0;
+  l->last_snap = l->snap;
+  l->last_nown = l->nown;
   l->nown = 0;
-  read_set_clear(l);
-  /* Next transaction starts cold: empty WAL, no valid wal-index header. */
-  l->wal_len = 0;
-  l->committed_frames = 0;
-  if (l->wal_cap > ((uint64_t)4 << 20)) {
-    free(l->wal);
-    l->wal = 0;
-    l->wal_cap = 0;
-  }
-  if (l->nregion > 0 && l->region[0]) memset(l->region[0], 0, 96);
+  /* A stash still here was rolled back (phase two never came). */
+  if (l->wrote || l->stashed || l->poisoned || l->rs.failed || l->reloc_epoch > l->snap)
+    l->must_reset = 1;
+  l->wrote = 0;
+  __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+  l->warm = 1;
+  if (l->must_reset) go_cold(l);
 }
 
 /* ---------------------------------------------------------------- main file */
@@ -112,13 +104,14 @@ static int main_close(sqlite3_file *f) {
   mw_lane *l = p->lane;
   int rc = SQLITE_OK;
   if (l) {
+    if (l->write_lock) __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
     if (l->in_snap) snap_end(l);
     mw_db_remove_lane(l->db, l);
     rc = mw_db_release(l->db);
     for (int i = 0; i < l->nregion; i++) free(l->region[i]);
     free(l->region);
     free(l->wal);
-    free(l->rs);
+    mw_pageset_free(&l->rs);
     free(l->own);
     free(l->pgbuf);
     free(l);
@@ -163,7 +156,7 @@ static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
       /* Keep whole pages for the next transactions (they all start cold). */
       if (rc == SQLITE_OK && po == 0 && n == pgsz) mw_store_cache_file_page(&db->store, pgno, out, snap);
     }
-    if (l->in_snap && pgno != 1) mw_lane_read_set_add(l, pgno);
+    if (l->in_snap && pgno != 1) mw_pageset_add(&l->rs, pgno);
     out += n;
     o += (uint64_t)n;
     left -= n;
@@ -237,6 +230,29 @@ static int pragma(mw_lane *l, char **a) {
   return SQLITE_NOTFOUND;
 }
 
+/* Phase two of a commit whose frames were stashed: every lane this thread stashed
+** and that still holds its write lock (SQLite's phase two of the other databases
+** comes next) is part of the same transaction; publish them all or none. A refusal
+** here comes after SQLite considers the commit done: SQLite rolls the transaction
+** back (vdbeCommit fails), and the lanes are poisoned so that nothing built on the
+** refused state commits in the same snapshot. */
+#define MW_GROUP_MAX 16
+static int publish_stashed(mw_lane *l) {
+  mw_lane *found[MW_GROUP_MAX], *group[MW_GROUP_MAX];
+  int n = mw_db_stashed_lanes(l->stash_owner, found, MW_GROUP_MAX), k = 0;
+  group[k++] = l;
+  for (int i = 0; i < n; i++)
+    if (found[i] != l && found[i]->write_lock && k < MW_GROUP_MAX) group[k++] = found[i];
+  if (n > MW_GROUP_MAX) {
+    for (int i = 0; i < k; i++) {
+      __atomic_store_n(&group[i]->stashed, 0, __ATOMIC_RELAXED);
+      group[i]->poisoned = 1;
+    }
+    return SQLITE_BUSY_SNAPSHOT;
+  }
+  return mw_commit_group(group, k);
+}
+
 static int main_fcntl(sqlite3_file *f, int op, void *arg) {
   mw_file *p = (mw_file *)f;
   mw_lane *l = p->lane;
@@ -260,6 +276,8 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       mw_mutex_unlock(&db->mu);
       return SQLITE_OK;
     }
+    case SQLITE_FCNTL_COMMIT_PHASETWO:
+      return l->stashed ? publish_stashed(l) : SQLITE_NOTFOUND;
     case SQLITE_FCNTL_SIZE_HINT:
     case SQLITE_FCNTL_CHUNK_SIZE:
     case SQLITE_FCNTL_MMAP_SIZE:
@@ -314,6 +332,16 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
     }
     if (lock && l->shared_mask && !l->in_snap) snap_begin(l);
   } else if (ofst == 0) {
+    /* The thread's count of write locks tells a commit whether the transaction
+    ** writes other engine databases too (see wal_write). */
+    if (lock && !l->write_lock) {
+      if (l->in_snap) l->wrote = 1;
+      l->wlock_counter = mw_thread_write_locks();
+      __atomic_add_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+      __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED); /* a new write transaction */
+    } else if (!lock && l->write_lock) {
+      __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+    }
     l->write_lock = lock;
   }
   if (!lock && l->in_snap && l->shared_mask == 0 && !l->write_lock) snap_end(l);
@@ -432,6 +460,22 @@ static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 of
     const unsigned char *hdr = l->wal + WAL_HDR + frame * fsz;
     uint32_t db_pages = mw_get32(hdr + 4);
     if (db_pages != 0 && frame >= l->committed_frames && l->in_snap) {
+      if (l->poisoned) {
+        /* SQLite's cache holds a commit that was refused in phase two. */
+        l->stats[MW_STAT_CONFLICT_WRITE]++;
+        return SQLITE_BUSY_SNAPSHOT;
+      }
+      if (*mw_thread_write_locks() > 1) {
+        /* This thread holds another engine write lock: most likely the same
+        ** transaction writes an attached database too, whose frames SQLite writes
+        ** next. Wait for phase two and publish them together (main_fcntl). */
+        l->stash_from = l->committed_frames;
+        l->stash_to = frame + 1;
+        l->stash_pages = db_pages;
+        __atomic_store_n(&l->stash_owner, (void *)mw_thread_write_locks(), __ATOMIC_RELAXED);
+        __atomic_store_n(&l->stashed, 1, __ATOMIC_RELEASE);
+        return SQLITE_OK;
+      }
       int rc = mw_commit(l, l->committed_frames, frame + 1, db_pages);
       if (rc == SQLITE_OK) l->committed_frames = frame + 1;
       return rc;
