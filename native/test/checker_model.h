@@ -35,9 +35,16 @@ typedef struct cm_load {
   int new_below;          /* r below this takes the next new key of the thread's block */
   int big_table;          /* big values only there (-1: any table), one in big_one_in */
   int big_one_in, big_bytes, small_bytes; /* CM_BIG_MIN + 0..big_bytes-1, or 1..small_bytes */
+  int held_one_in;        /* one iteration in this many (0: none) holds a read statement
+                             open and runs single-statement commits inside its snapshot */
 } cm_load;
 
-enum { OP_PUT, OP_UPD, OP_DEL, OP_GET, OP_RANGE };
+/* The seed of the run: MW_TEST_SEED, or a fixed one. Printed, so that a failing run's
+** workload can be generated again (the threads' schedule differs every run). */
+static uint64_t cm_seed = 0x5eed0001ull;
+
+/* OP_COPY: k takes k2's value when k2 exists (a write that depends on a read). */
+enum { OP_PUT, OP_UPD, OP_DEL, OP_GET, OP_RANGE, OP_COPY };
 
 typedef struct op {
   int kind, k, k2;
@@ -58,7 +65,7 @@ typedef struct cm_worker {
   const char *path, *params;
   txn *t;
   int n;
-  int commits, refused;
+  int commits, refused, held;
   int64_t cw, cr, cs, reloc, merges, refused_reloc;
 } cm_worker;
 
@@ -67,7 +74,7 @@ typedef struct cm_run {
   const cm_load *L;
   cm_worker w[CM_THREADS];
   uint64_t *model, *scratch;
-  int total, commits, refused, bad, final_ok;
+  int total, commits, refused, held, bad, final_ok;
   int64_t cw, cr, cs, reloc, merges, refused_reloc, compactions;
 } cm_run;
 
@@ -94,7 +101,7 @@ static void make_value(char *buf, int len, int who, int n, int j) {
 }
 
 /* A worker's prepared statements over one table. */
-typedef struct cm_stmts { sqlite3_stmt *put, *upd, *del, *get, *rng; } cm_stmts;
+typedef struct cm_stmts { sqlite3_stmt *put, *upd, *del, *get, *rng, *copy; } cm_stmts;
 
 static void cm_prepare(sqlite3 *db, const char *table, cm_stmts *s) {
   char q[200];
@@ -108,6 +115,9 @@ static void cm_prepare(sqlite3 *db, const char *table, cm_stmts *s) {
   CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->get, 0), SQLITE_OK);
   snprintf(q, sizeof q, "SELECT k, v FROM %s WHERE k BETWEEN ?1 AND ?2 ORDER BY k", table);
   CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->rng, 0), SQLITE_OK);
+  snprintf(q, sizeof q, "INSERT INTO %s(k,v) SELECT ?1, v FROM %s WHERE k=?2 "
+           "ON CONFLICT(k) DO UPDATE SET v=excluded.v", table, table);
+  CHECK_RC(sqlite3_prepare_v2(db, q, -1, &s->copy, 0), SQLITE_OK);
 }
 
 static void cm_finalize(cm_stmts *s) {
@@ -116,20 +126,38 @@ static void cm_finalize(cm_stmts *s) {
   sqlite3_finalize(s->del);
   sqlite3_finalize(s->get);
   sqlite3_finalize(s->rng);
+  sqlite3_finalize(s->copy);
 }
 
-/* Writes o (kind and key set); put and update write a value of len bytes. */
-static void cm_write(sqlite3 *db, const cm_stmts *s, op *o, char *val, int len, int who, int n, int j) {
-  sqlite3_stmt *st = o->kind == OP_PUT ? s->put : o->kind == OP_UPD ? s->upd : s->del;
+/* Writes o (kind and keys set); put and update write a value of len bytes. Returns
+** the step's result (an autocommit statement commits inside the step). */
+static int cm_write_try(const cm_stmts *s, op *o, char *val, int len, int who, int n, int j) {
+  sqlite3_stmt *st = o->kind == OP_PUT ? s->put : o->kind == OP_UPD ? s->upd
+                   : o->kind == OP_COPY ? s->copy : s->del;
   sqlite3_bind_int(st, 1, o->k);
-  if (o->kind != OP_DEL) {
+  if (o->kind == OP_COPY) {
+    sqlite3_bind_int(st, 2, o->k2);
+  } else if (o->kind != OP_DEL) {
     make_value(val, len, who, n, j);
     o->vh = fnv(val, (size_t)len);
     sqlite3_bind_text(st, 2, val, len, SQLITE_TRANSIENT);
   }
   int rc = sqlite3_step(st);
+  if (rc != SQLITE_DONE) rc = sqlite3_extended_errcode(sqlite3_db_handle(st));
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { fprintf(stderr, "write step: %d %s\n", rc, sqlite3_errmsg(db)); exit(1); }
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void cm_write(sqlite3 *db, const cm_stmts *s, op *o, char *val, int len, int who, int n, int j) {
+  int rc = cm_write_try(s, o, val, len, who, n, j);
+  if (rc != SQLITE_OK) { fprintf(stderr, "write step: %d %s\n", rc, sqlite3_errmsg(db)); exit(1); }
+}
+
+/* A key of the same table as k (keys live in table k % tables). */
+static int cm_same_table_key(const cm_load *L, int k, uint64_t *seed) {
+  int k2 = (int)(rnd(seed) % (uint64_t)L->keys);
+  k2 += k % L->tables - k2 % L->tables;
+  return k2 >= 0 && k2 < L->keys ? k2 : k;
 }
 
 static void cm_get(const cm_stmts *s, op *o) {
@@ -141,7 +169,6 @@ static void cm_get(const cm_stmts *s, op *o) {
   else if (rc != SQLITE_DONE) { fprintf(stderr, "get: %d\n", rc); exit(1); }
   sqlite3_reset(get);
 }
-
 /* Reads the keys o->k..o->k2 of the table. */
 static void cm_range(const cm_stmts *s, op *o) {
   sqlite3_stmt *rng = s->rng;
@@ -158,13 +185,57 @@ static void cm_range(const cm_stmts *s, op *o) {
   o->rh = h;
 }
 
+/* Several commits inside one snapshot: a read statement is kept stepping while
+** single-statement writes commit one by one in its snapshot. Each is recorded as a
+** transaction of one operation at the held snapshot; the replay checks them like
+** any other (a COPY reads, and its result must be the serial one). */
+static void cm_held_run(cm_worker *w, sqlite3 *db, cm_stmts *s, char *val, uint64_t *seed, int n) {
+  const cm_load *L = w->L;
+  sqlite3_stmt *hold = 0;
+  CHECK_RC(sqlite3_prepare_v2(db, "SELECT x FROM cm_hold", -1, &hold, 0), SQLITE_OK);
+  CHECK_RC(sqlite3_step(hold), SQLITE_ROW);
+  int m = 1 + (int)(rnd(seed) % CM_MAXOPS);
+  for (int j = 0; j < m; j++) {
+    if (rnd(seed) % 2) sched_yield();
+    txn *t = &w->t[w->n];
+    memset(t, 0, sizeof(*t));
+    t->nops = 1;
+    op *o = &t->ops[0];
+    o->k = (int)(rnd(seed) % (uint64_t)L->keys);
+    int r = (int)(rnd(seed) % 3);
+    o->kind = r == 0 ? OP_PUT : r == 1 ? OP_COPY : OP_DEL;
+    if (o->kind == OP_COPY) o->k2 = cm_same_table_key(L, o->k, seed);
+    int len = 1 + (int)(rnd(seed) % (uint64_t)L->small_bytes);
+    if (rnd(seed) % (uint64_t)L->big_one_in == 0) len = CM_BIG_MIN + (int)(rnd(seed) % (uint64_t)L->big_bytes);
+    int64_t before = tu_stat(db, MW_STAT_COMMIT_EPOCH);
+    int rc = cm_write_try(&s[o->k % L->tables], o, val, len, w->id, n, j);
+    t->snap = tu_stat(db, MW_STAT_SNAPSHOT_EPOCH);
+    if (rc == SQLITE_OK) {
+      /* A statement that changed nothing committed nothing: epoch 0 (read-only). */
+      t->epoch = tu_stat(db, MW_STAT_COMMIT_EPOCH);
+      if (t->epoch == before) t->epoch = 0;
+      t->committed = 1;
+      w->commits++;
+    } else if (rc == SQLITE_BUSY_SNAPSHOT) {
+      w->refused++;
+    } else {
+      fprintf(stderr, "held write (op %d, %d of %d): %d/%d %s (seed %llu)\n", o->kind, j, m, rc,
+              sqlite3_extended_errcode(db), sqlite3_errmsg(db), (unsigned long long)cm_seed);
+      exit(1);
+    }
+    w->n++;
+    w->held++;
+  }
+  sqlite3_finalize(hold);
+}
+
 static void *cm_worker_run(void *arg) {
   cm_worker *w = arg;
   const cm_load *L = w->L;
   sqlite3 *db = tu_open(w->path, w->params);
   /* Half the threads acknowledge once written (NORMAL), half once synced (FULL). */
   if (w->id % 2) tu_exec(db, "PRAGMA synchronous=NORMAL");
-  uint64_t seed = 0x1234567ull * (uint64_t)(w->id + 1);
+  uint64_t seed = mix(cm_seed, (uint64_t)(w->id + 1)) | 1;
   int most = CM_BIG_MIN + L->big_bytes > L->small_bytes ? CM_BIG_MIN + L->big_bytes : L->small_bytes;
   char *val = malloc((size_t)most + 1);
   CHECK(val != 0);
@@ -172,6 +243,10 @@ static void *cm_worker_run(void *arg) {
   for (int ti = 0; ti < L->tables; ti++) cm_prepare(db, L->tname[ti], &s[ti]);
   int block = L->keys / CM_THREADS, next_new = 0; /* next key of this thread's block to insert */
   for (int n = 0; n < L->txns; n++) {
+    if (L->held_one_in && rnd(&seed) % (uint64_t)L->held_one_in == 0) {
+      cm_held_run(w, db, s, val, &seed, n);
+      continue;
+    }
     txn *t = &w->t[w->n];
     memset(t, 0, sizeof(*t));
     t->nops = 1 + (int)(rnd(&seed) % CM_MAXOPS);
@@ -188,6 +263,10 @@ static void *cm_worker_run(void *arg) {
       int ti = o->k % L->tables;
       if (r < L->write_below) {
         o->kind = r < L->put_below ? OP_PUT : r < L->upd_below ? OP_UPD : OP_DEL;
+        if (o->kind == OP_UPD && r % 3 == 0) {
+          o->kind = OP_COPY;
+          o->k2 = cm_same_table_key(L, o->k, &seed);
+        }
         int len = 0;
         if (o->kind != OP_DEL)
           len = (L->big_table < 0 || ti == L->big_table) && rnd(&seed) % (uint64_t)L->big_one_in == 0
@@ -240,6 +319,7 @@ static int check_reads(cm_run *r, const txn *t, int apply) {
       case OP_PUT: s[o->k] = o->vh; break;
       case OP_UPD: if (s[o->k]) s[o->k] = o->vh; break;
       case OP_DEL: s[o->k] = 0; break;
+      case OP_COPY: if (s[o->k2]) s[o->k] = s[o->k2]; break;
       case OP_GET: if (s[o->k] != o->vh) return 0; break;
       case OP_RANGE: {
         uint64_t h = 0;
@@ -338,19 +418,33 @@ static void cm_final(cm_run *r, sqlite3 *setup, const char *path) {
 
 /* Runs the workload L and checks it; the caller prints r's counts, calls cm_done and
 ** asserts on r. */
+static void cm_check_with(cm_run *r, const cm_load *L, const char *params);
 static void cm_check(cm_run *r, const cm_load *L) {
+  /* A small log by default: compactions and garbage collection run during the
+  ** workload, under the readers. */
+  const char *params = getenv("MW_TEST_PARAMS");
+  cm_check_with(r, L, params ? params : "mw_log_max_mb=1");
+}
+
+/* MW_TEST_SEED sets the seed; the run prints it. */
+static void cm_seed_from_env(void) {
+  const char *e = getenv("MW_TEST_SEED");
+  if (e && *e) cm_seed = strtoull(e, 0, 0);
+}
+
+static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
   memset(r, 0, sizeof(*r));
   r->L = L;
   r->model = calloc((size_t)L->keys, sizeof(uint64_t));
   r->scratch = calloc((size_t)L->keys, sizeof(uint64_t));
   CHECK(r->model != 0 && r->scratch != 0 && L->tables <= CM_MAXTABLES);
   const char *path = tu_db_path(L->dir, "c.db");
-  /* A small log by default: compactions and garbage collection run during the
-  ** workload, under the readers. */
-  const char *params = getenv("MW_TEST_PARAMS");
-  if (params == 0) params = "mw_log_max_mb=1";
+  printf("%s: seed %llu (MW_TEST_SEED=%llu replays the workload), params %s\n", L->dir,
+         (unsigned long long)cm_seed, (unsigned long long)cm_seed, params);
+  fflush(stdout);
   sqlite3 *setup = tu_open(path, params);
   tu_exec(setup, L->schema);
+  tu_exec(setup, "CREATE TABLE cm_hold(x); INSERT INTO cm_hold VALUES(1), (2)");
   char sql[100];
   snprintf(sql, sizeof sql, "INSERT INTO %s VALUES(0, 'zero')", L->tname[0]);
   tu_exec(setup, sql);
@@ -365,7 +459,7 @@ static void cm_check(cm_run *r, const cm_load *L) {
     w->id = i;
     w->path = path;
     w->params = params;
-    w->t = calloc((size_t)L->txns, sizeof(txn));
+    w->t = calloc((size_t)L->txns * CM_MAXOPS, sizeof(txn));
     CHECK(w->t != 0);
   }
   tu_threads(CM_THREADS, cm_worker_run, r->w, sizeof r->w[0]);
@@ -374,6 +468,7 @@ static void cm_check(cm_run *r, const cm_load *L) {
     r->total += w->n;
     r->commits += w->commits;
     r->refused += w->refused;
+    r->held += w->held;
     r->cw += w->cw;
     r->cr += w->cr;
     r->cs += w->cs;

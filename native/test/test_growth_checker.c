@@ -29,6 +29,7 @@ static const cm_load load = {
 };
 
 int main(void) {
+  cm_seed_from_env();
   cm_run r;
   cm_check(&r, &load);
   printf("test_growth_checker: %d transactions, %d commits, %d refused (write %lld, read %lld, "
