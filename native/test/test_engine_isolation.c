@@ -67,24 +67,25 @@ static void several_commits(const char *params) {
 }
 
 /* 1b: A's snapshot S; B increments x; A's first commit updates y (placed after B's);
-** A's second commit increments x from the value it read at S: a lost update unless
-** it is validated against S. */
+** A's next commits use x as read at S: an increment of x (a lost update) and a copy
+** of x into z (a stale read, the page of x only read). Both must be validated against
+** S, not against A's own last commit. */
 static void lost_update(void) {
   fresh("CREATE TABLE r(k); INSERT INTO r VALUES(1),(2);"
         "CREATE TABLE c(id INTEGER PRIMARY KEY, n INTEGER, pad TEXT);"
-        "INSERT INTO c VALUES(1, 0, printf('%.3000c', 'x')), (2, 0, printf('%.3000c', 'y'))");
+        "INSERT INTO c VALUES(1, 0, printf('%.3000c', 'x')), (2, 0, printf('%.3000c', 'y')),"
+        " (3, 0, printf('%.3000c', 'z'))");
   sqlite3 *a = tu_open(path, ""), *b = tu_open(path, "");
   sqlite3_stmt *st = hold(a);
   tu_exec(b, "UPDATE c SET n=n+1 WHERE id=1");
   tu_exec(a, "UPDATE c SET n=n+1 WHERE id=2");
-  int rc = outcome(tu_try(a, "UPDATE c SET n=n+1 WHERE id=1"));
+  int copy = outcome(tu_try(a, "UPDATE c SET n=(SELECT n FROM c WHERE id=1) + 10 WHERE id=3"));
+  int inc = outcome(tu_try(a, "UPDATE c SET n=n+1 WHERE id=1"));
   sqlite3_finalize(st);
-  if (rc == SQLITE_OK) {
-    CHECK(tu_int(b, "SELECT n FROM c WHERE id=1") == 2);
-  } else {
-    CHECK(tu_int(b, "SELECT n FROM c WHERE id=1") == 1);
-  }
+  CHECK(tu_int(b, "SELECT n FROM c WHERE id=1") == (inc == SQLITE_OK ? 2 : 1));
   CHECK(tu_int(b, "SELECT n FROM c WHERE id=2") == 1);
+  /* Serially after B, the copy reads 1: 11 or refused, never 10. */
+  CHECK(tu_int(b, "SELECT n FROM c WHERE id=3") == (copy == SQLITE_OK ? 11 : 0));
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 }
