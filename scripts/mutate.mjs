@@ -103,9 +103,20 @@ const sha = (...parts) => {
   return h.digest("hex").slice(0, 24);
 };
 
+// Test programs run in their own process group; a stopped run (CI's timeout, ^C) takes the
+// one running with it.
+const groups = new Set();
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.on(sig, () => {
+    for (const pid of groups) try { process.kill(-pid, "SIGKILL"); } catch { /* gone */ }
+    process.exit(1);
+  });
+}
+
 function run(cmd, argv, options = {}) {
   return new Promise((resolve) => {
     const child = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], ...options });
+    if (options.detached && child.pid) groups.add(child.pid);
     let out = "";
     let timedOut = false;
     const timer = options.timeoutS
@@ -118,6 +129,7 @@ function run(cmd, argv, options = {}) {
     child.stderr.on("data", (d) => (out += d));
     child.on("error", (e) => resolve({ code: 127, signal: null, out: String(e), timedOut }));
     child.on("close", (code, signal) => {
+      groups.delete(child.pid);
       if (timer) clearTimeout(timer);
       resolve({ code, signal, out, timedOut });
     });

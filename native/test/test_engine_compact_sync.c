@@ -85,9 +85,10 @@ static mw_db *db_of(sqlite3 *c) {
 
 int main(void) {
   const char *path = tu_db_path("compact-sync", "cs.db");
-  mw_fault_hook = hook;
+  __atomic_store_n(&mw_fault_hook, hook, __ATOMIC_SEQ_CST);
   sqlite3 *w = tu_open(path, "mw_log_max_mb=1");
   mw_db *db = db_of(w);
+  mw_compactor_stop(db); /* compactions run here, one at a time (the engine's rule) */
   tu_exec(w, "CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)");
   for (int round = 0; round < 4; round++) {
     for (int i = 0; i < 40; i++) tu_exec(w, "INSERT INTO t(pad) VALUES(randomblob(3000))");
@@ -96,7 +97,7 @@ int main(void) {
   }
   CHECK(tu_integrity_ok(w));
   CHECK_RC(sqlite3_close(w), SQLITE_OK); /* the last close compacts once more */
-  mw_fault_hook = 0;
+  __atomic_store_n(&mw_fault_hook, (mw_fault_hook_fn)0, __ATOMIC_SEQ_CST);
   pthread_mutex_lock(&mu);
   int r = renames, v = violations, nw = db_writes, ns = db_syncs;
   pthread_mutex_unlock(&mu);
