@@ -126,7 +126,7 @@ export const MUTANTS = [
     file: "relocate.c",
     find: "if (g > 0 && ((lock > n0 && lock <= n0 + g) || (lock > n1 && lock <= n1 + g)))",
     replace: "if (g > 0 && (lock > n0 && lock <= n0 + g))",
-    tests: ["test_relocate", "test_growth_lockpage"],
+    tests: ["test_relocate"],
     why: "relocation moves new pages over the lock-byte page",
   },
 
