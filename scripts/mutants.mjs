@@ -1,0 +1,191 @@
+// The mutants of scripts/mutate.mjs: each breaks the engine at one point, and the C
+// tests named must notice (at least one of them fails). Fields:
+//   id      short name (mutate.mjs --only id,...)
+//   file    under native/src/
+//   find    the exact original text; it must occur exactly once in the file, or the
+//           run fails (the list must follow the code: update the snippet with it)
+//   replace what the mutant puts there instead
+//   tests   the C test programs (native/test/<name>.c) run against it, in order
+//   why     what the mutant breaks, in one line
+// A test program is run with MW_TEST_SCALE (mutate.mjs sets 0.25 unless given).
+
+export const MUTANTS = [
+  // ---- log.c ------------------------------------------------------------------------------
+  {
+    id: "log-ack-before-sync",
+    file: "log.c",
+    find: "if (durable ? log->synced_end >= end_offset : log->written_end >= end_offset) break;",
+    replace: "if (log->written_end >= end_offset) break;",
+    tests: ["test_engine_order", "test_log_group"],
+    why: "a synchronous=FULL commit is acknowledged once written, before its group's data sync",
+  },
+  {
+    id: "log-bad-checksum-replayed",
+    file: "log.c",
+    find: "if (ck != get64(h + MW_REC_CKSUM)) break;",
+    replace: "(void)ck;",
+    tests: ["test_log_recover", "test_log_faults"],
+    why: "recovery replays a record whose checksum does not match",
+  },
+  {
+    id: "log-torn-tail-kept",
+    file: "log.c",
+    find: "if (rc == SQLITE_OK && size > end) {",
+    replace: "if (rc == SQLITE_OK && size > end && 0) {",
+    tests: ["test_log_recover", "test_log_faults"],
+    why: "recovery leaves a torn or damaged tail in the log instead of cutting it durably",
+  },
+  {
+    id: "log-epoch-gap-replayed",
+    file: "log.c",
+    find: "get64(h + MW_REC_EPOCH) != expect ||",
+    replace: "get64(h + MW_REC_EPOCH) < expect ||",
+    tests: ["test_log_recover"],
+    why: "recovery replays records past a gap in the epochs",
+  },
+  // ---- compact.c -------------------------------------------------------------------------
+  {
+    id: "compact-sync-after-cut",
+    file: "compact.c",
+    find:
+      "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n" +
+      "  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);\n" +
+      "  sqlite3_free(pages);\n" +
+      "  if (rc != SQLITE_OK) return rc;\n" +
+      "  mw_crash_point(\"compact_before_log\");\n" +
+      "#if MW_USE_LOG\n" +
+      "  rc = mw_log_compacted(db->log, m);\n" +
+      "#endif\n",
+    replace:
+      "  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);\n" +
+      "  sqlite3_free(pages);\n" +
+      "  if (rc != SQLITE_OK) return rc;\n" +
+      "  mw_crash_point(\"compact_before_log\");\n" +
+      "#if MW_USE_LOG\n" +
+      "  rc = mw_log_compacted(db->log, m);\n" +
+      "#endif\n" +
+      "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n",
+    tests: ["test_engine_compact_sync"],
+    why: "the database file is synced after the log was cut (a power loss between loses commits)",
+  },
+  {
+    id: "compact-ignores-snapshots",
+    file: "compact.c",
+    find:
+      "  if (!final)\n" +
+      "    for (mw_lane *l = db->lanes; l; l = l->next_in_db)\n" +
+      "      if (l->reg && l->reg < m) m = l->reg;\n",
+    replace: "  (void)final;\n",
+    tests: ["test_engine_compact_snapshot", "test_engine_recover"],
+    why: "compaction writes versions newer than an open snapshot into the database file",
+  },
+  {
+    id: "compact-no-pin",
+    file: "compact.c",
+    find: "if (!broken && m > since) db->compacting = m;",
+    replace: "(void)0;",
+    tests: ["test_engine_recover", "test_engine_compact_snapshot"],
+    why: "the compaction's epoch T is not pinned: garbage collection may prune the versions at T it is writing",
+  },
+  // ---- store.c / db.c ---------------------------------------------------------------------
+  {
+    id: "store-gc-drops-unfiled-chains",
+    file: "store.c",
+    find: "uint64_t drop_upto = oldest < compacted ? oldest : compacted;",
+    replace: "uint64_t drop_upto = oldest;",
+    tests: ["test_engine_basic", "test_engine_compact_snapshot", "test_engine_recover"],
+    why: "garbage collection drops chains whose version the database file does not hold yet",
+  },
+  {
+    id: "store-view-off-by-one",
+    file: "store.c",
+    find: "if (c->v[mid].epoch <= snap) lo = mid + 1; else hi = mid;",
+    replace: "if (c->v[mid].epoch < snap) lo = mid + 1; else hi = mid;",
+    tests: ["test_engine_basic", "test_engine_bank"],
+    why: "a snapshot does not see the version committed at its own epoch",
+  },
+  {
+    id: "db-snapshot-unregistered",
+    file: "db.c",
+    find: "  l->reg = db->visible;\n  *pSnap = db->visible;",
+    replace: "  *pSnap = db->visible;",
+    tests: ["test_engine_compact_snapshot", "test_engine_recover", "test_engine_pinned"],
+    why: "a snapshot is not registered: compaction and garbage collection ignore it",
+  },
+  // ---- relocate.c -------------------------------------------------------------------------
+  {
+    id: "relocate-overflow-next",
+    file: "relocate.c",
+    find: "int rc = on_ref(&r, MW_REF_NEXT, 0, 0, next);",
+    replace: "int rc = on_ref(&r, MW_REF_NEXT, 0, 4, next);",
+    tests: ["test_relocate", "test_growth", "test_relocate_merge"],
+    why: "relocation rewrites an overflow page's next pointer at the wrong offset",
+  },
+  {
+    id: "relocate-lock-page",
+    file: "relocate.c",
+    find: "if (g > 0 && ((lock > n0 && lock <= n0 + g) || (lock > n1 && lock <= n1 + g)))",
+    replace: "if (g > 0 && (lock > n0 && lock <= n0 + g))",
+    tests: ["test_relocate"],
+    why: "relocation moves new pages over the lock-byte page",
+  },
+
+  // ---- commit.c and lane.c: written against the code before the issue 8 rewrite ----------
+  // (the lead updates these snippets after merging it; the ids and tests stay)
+  {
+    id: "commit-visible-out-of-order",
+    file: "commit.c",
+    find: "if (nx->epoch != db->visible + 1 || !nx->ready) break;",
+    replace: "if (nx->epoch != db->visible + 1) break;",
+    tests: ["test_engine_order"],
+    why: "an epoch becomes visible before an older one is durable (mixed synchronous levels)",
+  },
+  {
+    id: "commit-ack-before-sync",
+    file: "commit.c",
+    find: "rc = l->sync_level >= 2 ? mw_log_wait_durable(db->log, offset + rec_bytes)",
+    replace: "rc = l->sync_level >= 4 ? mw_log_wait_durable(db->log, offset + rec_bytes)",
+    tests: ["test_engine_order"],
+    why: "a synchronous=FULL commit waits only for its write, not for the group sync",
+  },
+  {
+    id: "commit-no-schema-cookie",
+    file: "commit.c",
+    find: "if (rc == SQLITE_OK && view_cookie != newest_cookie) conflict = MW_STAT_CONFLICT_SCHEMA;",
+    replace: "(void)newest_cookie;",
+    tests: ["test_engine_ddl"],
+    why: "a commit whose snapshot predates a schema change is not refused",
+  },
+  {
+    id: "commit-no-write-validation",
+    file: "commit.c",
+    find: "      if (e > l->snap && !is_own(l, e)) {\n        /* Growth",
+    replace: "      if (0) {\n        /* Growth",
+    tests: ["test_engine_basic", "test_engine_bank"],
+    why: "pages written are not validated: a lost update commits",
+  },
+  {
+    id: "commit-no-leaf-readcheck",
+    file: "commit.c",
+    find: "(full || routes(l, c, rp[i]))",
+    replace: "routes(l, c, rp[i])",
+    tests: ["test_engine_skew", "test_engine_bank"],
+    why: "leaves read are not validated (only interior pages): write skew commits",
+  },
+  {
+    id: "lane-read-set-empty",
+    file: "lane.c",
+    find: "    if (l->in_snap && pgno != 1) mw_lane_read_set_add(l, pgno);\n",
+    replace: "",
+    tests: ["test_engine_skew", "test_engine_bank"],
+    why: "pages read from the store or the file never enter the read set",
+  },
+  {
+    id: "lane-walindex-not-zeroed",
+    file: "lane.c",
+    find: "  if (l->nregion > 0 && l->region[0]) memset(l->region[0], 0, 96);\n",
+    replace: "",
+    tests: ["test_engine_basic", "test_engine_bank", "test_engine_skew"],
+    why: "the private wal-index header survives the transaction: the next one reads stale frames",
+  },
+];
