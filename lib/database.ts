@@ -2,12 +2,14 @@
 // cache, scripts, transactions with savepoints and the retry of lost commits, custom
 // functions, extensions, serialize/deserialize, file controls, the engine's counters,
 // and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
-import { SQLITE_BUSY, SQLITE_OK } from "./codes.ts";
+import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
 import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
-import { cstr, misuse, readValue, setResult, type SQLValue } from "./values.ts";
+import process from "node:process";
+import { FILE_CONTROLS, refusedOp } from "./filecontrol.ts";
+import { asBytes, cstr, describe, misuse, readValue, setResult, type SQLValue } from "./values.ts";
 
 const OPEN_READONLY = 0x1;
 const OPEN_READWRITE = 0x2;
@@ -83,6 +85,27 @@ export interface EngineStats {
 
 type Mode = "deferred" | "immediate" | "exclusive";
 
+// The databases of this JS thread that are open: closed when the process exits normally, as
+// bun:sqlite does, so that the engine checkpoints and a normal exit leaves only the .db.
+const openDatabases = new Set<Database>();
+let exitHookInstalled = false;
+
+function closeAllAtExit(): void {
+  for (const db of [...openDatabases]) {
+    try {
+      db.close();
+    } catch { /* exiting: nothing more can be done for it */ }
+  }
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // node:process works in both runtimes; its "exit" event runs at a normal end of the
+  // process, process.exit() included. A Worker's own exit is not seen here.
+  process.once("exit", closeAllAtExit);
+}
+
 function sleep(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
@@ -129,6 +152,7 @@ export class Database {
       handle: () => this.#handle(),
       error: (rc, sql) => this.#error(rc, sql),
       forget: (stmt) => this.#statements.delete(stmt),
+      retryLost: (h, rc, attempt, since) => this.#retryLost(h, rc, attempt, since),
     };
     const file = toFilePath(path);
     if (typeof file !== "string") throw new TypeError("sqlite-multiwriter: the path must be a string or URL");
@@ -150,6 +174,8 @@ export class Database {
       throw new SQLiteError(`cannot open ${file}: ${message}`, code);
     }
     this.#db = db;
+    openDatabases.add(this);
+    installExitHook();
     try {
       // The setup PRAGMAs may meet another connection that is opening or recovering the
       // same file: they wait at least SETUP_BUSY_MS whatever the user's timeout is.
@@ -170,19 +196,62 @@ export class Database {
     return this.#db;
   }
 
+  // A plain statement (autocommit before and after) that lost its commit is run again
+  // within the busy timeout, with the backoff of transaction(); see Connection.retryLost.
+  #retryLost(h: Ptr | null, rc: number, attempt: number, since: number): boolean {
+    const db = this.#db;
+    if (db === null || this.#pending !== undefined) return false;
+    const s = this.#f.sym;
+    if ((rc & 0xff) !== SQLITE_BUSY || s.sqlite3_extended_errcode(db) !== SQLITE_BUSY_SNAPSHOT) return false;
+    if (s.sqlite3_get_autocommit(db) === 0) return false; // inside BEGIN: the caller's to handle
+    this.#checkNotPinned(h);
+    if (Date.now() - since >= this.#options.busyTimeout) return false;
+    sleep(backoffMs(attempt));
+    return true;
+  }
+
+  // Another statement of this connection that is still running (an unfinished iterate(),
+  // or the statement whose custom function is calling us) holds the connection's read
+  // snapshot: a lost commit run again sees the same old snapshot and loses again, forever.
+  // Said at once instead of spinning until the timeout or maxAttempts.
+  #checkNotPinned(except: Ptr | null): void {
+    const db = this.#db;
+    if (db === null) return;
+    const f = this.#f;
+    const s = f.sym;
+    const exceptAt = except === null ? -1n : f.address(except);
+    for (let p = s.sqlite3_next_stmt(db, f.NULL); !f.isNull(p); p = s.sqlite3_next_stmt(db, p)) {
+      if (f.address(p) === exceptAt || s.sqlite3_stmt_busy(p) === 0) continue;
+      const sql = f.cstring(s.sqlite3_sql(p));
+      throw new SQLiteError(
+        "another writer committed first and this transaction was rolled back; running it again " +
+          "cannot succeed while another statement of this connection is still open, because it " +
+          `holds the old snapshot (${this.#inCallback > 0 ? "the statement calling this custom function" : "an unfinished iterate()"}: ${sql}). ` +
+          "Finish or close that statement (end the loop, or call the iterator's return()) first",
+        SQLITE_BUSY_SNAPSHOT,
+        sql,
+      );
+    }
+  }
+
   #error(rc: number, sql?: string): Error {
     if (this.#pending !== undefined) {
       const e = this.#pending;
       this.#pending = undefined;
       if (e instanceof Error) return e;
-      return new Error(String(e));
+      // A thrown non-Error travels as the cause; its text is only read where that is safe.
+      return new Error(`a custom function threw: ${safeText(e)}`, { cause: e });
     }
     const s = this.#f.sym;
     const db = this.#db;
     if (db === null) return misuse("the database is closed", sql);
     const ext = s.sqlite3_extended_errcode(db);
     const code = (ext & 0xff) === (rc & 0xff) ? ext : rc;
-    const message = this.#f.cstring(s.sqlite3_errmsg(db));
+    let message = this.#f.cstring(s.sqlite3_errmsg(db));
+    if (code === SQLITE_BUSY_SNAPSHOT && message === "database is locked") {
+      // Nothing is locked: the commit was refused because another writer won.
+      message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
+    }
     return new SQLiteError(message, code, sql, s.sqlite3_error_offset(db));
   }
 
@@ -242,7 +311,7 @@ export class Database {
   // ---- statements ----
 
   #prepareHandle(sql: string, flags: number): Ptr {
-    if (typeof sql !== "string") throw new TypeError("sqlite-multiwriter: SQL must be a string");
+    checkSql(sql);
     const f = this.#f;
     const db = this.#handle();
     const bytes = new TextEncoder().encode(sql + "\0");
@@ -293,9 +362,48 @@ export class Database {
     return stmt;
   }
 
+  // Runs a script statement by statement (as sqlite3_exec does), so that a statement
+  // outside a transaction whose commit lost is run again by itself (see #retryLost), never
+  // the statements before it. Rows are discarded.
   #execScript(sql: string): void {
-    const rc = this.#f.sym.sqlite3_exec(this.#handle(), cstr(sql), this.#f.NULL, this.#f.NULL, null);
-    if (rc !== SQLITE_OK) throw this.#error(rc, sql);
+    checkSql(sql);
+    const f = this.#f;
+    const s = f.sym;
+    const db = this.#handle();
+    const bytes = new TextEncoder().encode(sql + "\0");
+    const n = bytes.length - 1;
+    // Bun keeps a small typed array inside its object and moves the bytes out the first
+    // time a view of its buffer is made (subarray below): made here, before the address.
+    void bytes.buffer;
+    const base = f.addressOf(bytes);
+    const stmtCell = new BigUint64Array(1);
+    const tailCell = new BigUint64Array(1);
+    let at = 0;
+    while (at < n) {
+      const rc = s.sqlite3_prepare_v3(db, bytes.subarray(at), n - at, 0, stmtCell, tailCell);
+      if (rc !== SQLITE_OK) throw this.#error(rc, sql);
+      const stmt = f.outPtr(stmtCell);
+      const tail = Number(f.address(f.outPtr(tailCell)) - base);
+      if (f.isNull(stmt)) break; // only whitespace and comments were left
+      try {
+        const since = Date.now();
+        for (let attempt = 1;; attempt++) {
+          const autocommit = s.sqlite3_get_autocommit(db) !== 0;
+          let step: number;
+          while ((step = s.sqlite3_step(stmt)) === SQLITE_ROW);
+          if (step === SQLITE_DONE) break;
+          if (autocommit && this.#retryLost(stmt, step, attempt, since)) {
+            s.sqlite3_reset(stmt);
+            continue;
+          }
+          throw this.#error(step, sql);
+        }
+      } finally {
+        s.sqlite3_finalize(stmt);
+      }
+      if (!(tail > at)) break;
+      at = tail;
+    }
   }
 
   /**
@@ -355,6 +463,8 @@ export class Database {
         this.#depth = 0;
         this.#rollback();
         if (isBusy(e) && attempt < max && this.#db !== null) {
+          this.#lastAttempts = attempt;
+          if ((e as SQLiteError).errno === SQLITE_BUSY_SNAPSHOT) this.#checkNotPinned(null);
           this.#retries++;
           sleep(backoffMs(attempt));
           continue;
@@ -422,8 +532,7 @@ export class Database {
       } catch (e) {
         // SQLite sees an error; the statement then throws this very error to the caller.
         this.#pending = e;
-        const message = e instanceof Error ? e.message : String(e);
-        f.sym.sqlite3_result_error(ctx, cstr(message), -1);
+        f.sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
       } finally {
         this.#inCallback--;
       }
@@ -479,22 +588,28 @@ export class Database {
     }
   }
 
-  /** Replaces a schema of this connection with an in-memory copy of the bytes. */
+  /**
+   * Replaces a schema of this connection with an in-memory copy of the bytes; with
+   * `readonly: true` the copy cannot be written.
+   */
   deserialize(data: Uint8Array, options: { schema?: string; readonly?: boolean } = {}): void {
     const db = this.#handle();
     if (!(data instanceof Uint8Array)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array");
+    if (this.#inCallback > 0) throw misuse("cannot deserialize from inside a custom function");
+    const schema = cstr(options.schema ?? "main", "the schema name");
     const s = this.#f.sym;
-    const n = data.length;
+    // The length is read once, from the view's own slot; the native copy holds exactly it.
+    const bytes = asBytes(data);
+    const n = bytes.length;
     const p = s.sqlite3_malloc64(Math.max(n, 1));
     if (this.#f.isNull(p)) throw new SQLiteError("out of memory", 7);
     if (n > 0) {
-      this.#f.write(p, data);
+      this.#f.write(p, bytes);
       // An in-memory image cannot use WAL: mark a WAL file as a rollback-journal one.
-      if (n >= 20 && data[18] === 2 && data[19] === 2) this.#f.write(p, patchWal(data));
+      if (n >= 20 && bytes[18] === 2 && bytes[19] === 2) this.#f.write(p, patchWal(bytes));
     }
-    const flags = DESERIALIZE_FREEONCLOSE | DESERIALIZE_RESIZEABLE |
-      (options.readonly ? DESERIALIZE_READONLY : 0);
-    const rc = s.sqlite3_deserialize(db, cstr(options.schema ?? "main"), p, n, n, flags);
+    const flags = DESERIALIZE_FREEONCLOSE | (options.readonly ? DESERIALIZE_READONLY : DESERIALIZE_RESIZEABLE);
+    const rc = s.sqlite3_deserialize(db, schema, p, n, n, flags);
     if (rc !== SQLITE_OK) throw this.#error(rc); // SQLite freed the buffer
   }
 
@@ -515,13 +630,41 @@ export class Database {
   }
 
   /**
-   * sqlite3_file_control: op on schema's file. A number argument is passed as an int
-   * (read back the result through an Int32Array); returns SQLite's result code.
+   * sqlite3_file_control: op on schema's file; returns SQLite's result code. Only the ops
+   * whose argument size is known are passed (see lib/filecontrol.ts): a number becomes an
+   * int (or a 64-bit int where the op takes one), a typed array or DataView must hold at
+   * least the bytes the op writes; ops of unknown size are refused with a RangeError.
    */
-  fileControl(op: number, arg?: number | ArrayBufferView | null, schema = "main"): number {
+  fileControl(op: number, arg?: number | bigint | ArrayBufferView | null, schema = "main"): number {
     const db = this.#handle();
-    const buf = typeof arg === "number" ? new Int32Array([arg]) : (arg ?? null);
-    return this.#f.sym.sqlite3_file_control(db, cstr(schema), op, buf);
+    if (!Number.isInteger(op)) throw new TypeError("sqlite-multiwriter: fileControl() takes an integer op");
+    const shape = FILE_CONTROLS.get(op);
+    if (shape === undefined) {
+      throw new RangeError(`sqlite-multiwriter: file control ${op} is not supported: ${refusedOp(op)}`);
+    }
+    let buf: ArrayBufferView | null;
+    if (arg === undefined || arg === null) {
+      if (shape.bytes > 0) {
+        throw new TypeError(`sqlite-multiwriter: file control ${op} needs an argument of ${shape.bytes} bytes`);
+      }
+      buf = null;
+    } else if (typeof arg === "number" || typeof arg === "bigint") {
+      if (shape.number === undefined) {
+        throw new TypeError(`sqlite-multiwriter: file control ${op} takes a buffer of ${shape.bytes} bytes, not a number`);
+      }
+      buf = shape.number === "i32" ? new Int32Array([Number(arg)]) : new BigInt64Array([BigInt(arg)]);
+    } else if (ArrayBuffer.isView(arg)) {
+      buf = asBytes(arg); // the true byte length, whatever arg.length says
+      if (shape.bytes === 0 || buf.byteLength < shape.bytes) {
+        throw new RangeError(
+          `sqlite-multiwriter: file control ${op} ` +
+            (shape.bytes === 0 ? "takes no buffer" : `needs ${shape.bytes} bytes, the buffer has ${buf.byteLength}`),
+        );
+      }
+    } else {
+      throw new TypeError(`sqlite-multiwriter: fileControl() takes a number, a typed array or null, got ${describe(arg)}`);
+    }
+    return this.#f.sym.sqlite3_file_control(db, cstr(schema, "the schema name"), op, buf);
   }
 
   /** The engine's counters for this connection, plus the retries of transaction(). */
@@ -568,6 +711,7 @@ export class Database {
     this.#cache.clear();
     this.#internal.clear();
     this.#db = null;
+    openDatabases.delete(this);
     const rc = this.#f.sym.sqlite3_close_v2(db);
     for (const cb of this.#callbacks.splice(0)) cb.close();
     if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
@@ -593,6 +737,29 @@ export class Database {
   static get sourceId(): string {
     return sourceId();
   }
+}
+
+// SQLite stops reading SQL at a NUL: what follows would be dropped without a word.
+function checkSql(sql: unknown): asserts sql is string {
+  if (typeof sql !== "string") throw new TypeError(`sqlite-multiwriter: SQL must be a string, got ${describe(sql)}`);
+  if (sql.includes("\0")) throw new TypeError("sqlite-multiwriter: the SQL contains a NUL character");
+}
+
+/**
+ * The message of a value a custom function threw, as NUL-terminated UTF-8. Never throws:
+ * an exception escaping a native callback would leave the statement stuck, and a thrown
+ * value's message or toString() may itself throw or hold a NUL.
+ */
+function encodeMessage(e: unknown): Uint8Array {
+  return new TextEncoder().encode(safeText(e).replaceAll("\0", " ") + "\0");
+}
+
+function safeText(e: unknown): string {
+  try {
+    const m = e instanceof Error ? e.message : String(e);
+    if (typeof m === "string") return m;
+  } catch { /* its message or toString() threw */ }
+  return "a custom function threw a value that cannot be printed";
 }
 
 function patchWal(data: Uint8Array): Uint8Array {

@@ -80,6 +80,10 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
     : kind === "boolean"
     ? typeof value === "boolean"
     : typeof value === "string";
+  if (ok && (typeof value === "string" || value instanceof URL) && String(value).includes("\0")) {
+    // C would cut the string at the NUL (a path would lose the engine's URI parameters).
+    throw new TypeError(`sqlite-multiwriter: option "${name}" contains a NUL character`);
+  }
   if (!ok) {
     const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
     throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);
@@ -133,8 +137,13 @@ export function isMemoryPath(path: string): boolean {
 
 /** A file path (or file: URL) as a path string; never a URL handed on to SQLite. */
 export function toFilePath(path: string | URL): string {
-  if (path instanceof URL) return fileURLToPath(path);
-  return path;
+  const p = path instanceof URL ? fileURLToPath(path) : path;
+  if (typeof p === "string" && p.includes("\0")) {
+    // C would cut the path at the NUL, and with it the `?vfs=multiwriter` that follows: the
+    // same file would open under stock SQLite beside engine connections and lose data.
+    throw new TypeError("sqlite-multiwriter: the path contains a NUL character");
+  }
+  return p;
 }
 
 // Characters that end or change the meaning of a URI path: escaped as %XX.

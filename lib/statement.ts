@@ -35,6 +35,13 @@ export interface Connection {
   /** The error for a failed call (SQLite's message, or a JS error thrown by a custom function). */
   error(rc: number, sql?: string): Error;
   forget(stmt: Statement<object>): void;
+  /**
+   * After step() of statement h failed with rc while the connection was in autocommit:
+   * true when it was a lost commit (SQLITE_BUSY_SNAPSHOT) that may be run again now (it
+   * has slept the backoff); false to report rc. Throws at once when running again cannot
+   * succeed (another statement of this connection holds the old snapshot).
+   */
+  retryLost(h: Ptr, rc: number, attempt: number, since: number): boolean;
 }
 
 function isNamed(v: unknown): v is BindParams {
@@ -261,76 +268,104 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return out;
   }
 
+  // Steps h to its end, handing each row to onRow. A statement outside an explicit
+  // transaction whose commit lost to another writer (SQLITE_BUSY_SNAPSHOT; SQLite rolled it
+  // back and is in autocommit again) is run again, as the busy handler of stock SQLite would
+  // wait, within the busy timeout (Connection.retryLost decides). onRetry forgets the rows
+  // of the attempt that lost.
+  #drive(h: Ptr, onRow: (h: Ptr) => void, onRetry: () => void): void {
+    const s = this.#f.sym;
+    const db = this.#c.handle();
+    const since = Date.now();
+    for (let attempt = 1;; attempt++) {
+      const autocommit = s.sqlite3_get_autocommit(db) !== 0;
+      let rc: number;
+      while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) onRow(h);
+      if (rc === SQLITE_DONE) {
+        s.sqlite3_reset(h);
+        return;
+      }
+      if (autocommit && this.#c.retryLost(h, rc, attempt, since)) {
+        s.sqlite3_reset(h); // the bindings stay
+        onRetry();
+        continue;
+      }
+      throw this.#fail(h, rc);
+    }
+  }
+
   #run(params: Params): RunResult {
     const h = this.#start(params);
     const s = this.#f.sym;
-    let rc: number;
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW);
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
     const db = this.#c.handle();
+    // changes() keeps the count of the last INSERT/UPDATE/DELETE: a statement that changed
+    // no row (a SELECT, a CREATE, a DELETE of nothing) reports 0, as bun:sqlite does.
+    const before = s.sqlite3_total_changes64(db);
+    this.#drive(h, () => {}, () => {});
+    const wrote = s.sqlite3_total_changes64(db) !== before;
     return {
-      changes: Number(s.sqlite3_changes64(db)),
+      changes: wrote ? Number(s.sqlite3_changes64(db)) : 0,
       lastInsertRowid: int(s.sqlite3_last_insert_rowid(db), this.#safe),
     };
   }
 
   #all(params: Params): Row[] {
     const h = this.#start(params);
-    const s = this.#f.sym;
     const rows: Row[] = [];
-    let rc: number;
     let n = -1; // read after the first step: a re-prepare after a schema change may alter it
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
+    this.#drive(h, (h) => {
       if (n < 0) n = this.#columns(h);
       rows.push(this.#row(h, n));
-    }
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
+    }, () => {
+      rows.length = 0;
+    });
     return rows;
   }
 
-  #get(params: Params): Row | null {
+  // One row for get()/value(). A statement that writes (INSERT ... RETURNING) runs to its
+  // end, so that its commit happens here and a lost one is retried or reported.
+  #first<T>(params: Params, read: (h: Ptr, n: number) => T): T | undefined {
     const h = this.#start(params);
     const s = this.#f.sym;
+    if (s.sqlite3_stmt_readonly(h) === 0) {
+      let first: T | undefined;
+      this.#drive(h, (h) => {
+        if (first === undefined) first = read(h, this.#columns(h));
+      }, () => {
+        first = undefined;
+      });
+      return first;
+    }
     const rc = s.sqlite3_step(h);
     if (rc === SQLITE_ROW) {
-      const row = this.#row(h, this.#columns(h));
-      s.sqlite3_reset(h);
-      return row;
-    }
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
-    return null;
-  }
-
-  #values(params: Params): SQLValue[][] {
-    const h = this.#start(params);
-    const s = this.#f.sym;
-    const rows: SQLValue[][] = [];
-    let rc: number;
-    let n = -1;
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
-      if (n < 0) n = this.#columns(h);
-      rows.push(this.#array(h, n));
-    }
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
-    return rows;
-  }
-
-  #value(params: Params): SQLValue[] | undefined {
-    const h = this.#start(params);
-    const s = this.#f.sym;
-    const rc = s.sqlite3_step(h);
-    if (rc === SQLITE_ROW) {
-      const row = this.#array(h, this.#columns(h));
+      const row = read(h, this.#columns(h));
       s.sqlite3_reset(h);
       return row;
     }
     if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
     s.sqlite3_reset(h);
     return undefined;
+  }
+
+  #get(params: Params): Row | null {
+    return this.#first(params, (h, n) => this.#row(h, n)) ?? null;
+  }
+
+  #values(params: Params): SQLValue[][] {
+    const h = this.#start(params);
+    const rows: SQLValue[][] = [];
+    let n = -1;
+    this.#drive(h, (h) => {
+      if (n < 0) n = this.#columns(h);
+      rows.push(this.#array(h, n));
+    }, () => {
+      rows.length = 0;
+    });
+    return rows;
+  }
+
+  #value(params: Params): SQLValue[] | undefined {
+    return this.#first(params, (h, n) => this.#array(h, n));
   }
 
   /** Runs the statement to completion; returns the changes and the last rowid. */
@@ -388,8 +423,15 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
    * read snapshot) until the iterator ends or is closed (break / return()).
    */
   iterate(...params: Params): IterableIterator<Row> {
-    if (this.#busy) throw misuse("the statement is running (used again from inside a custom function)", this.#sql);
-    const h = this.#start(params);
+    // Busy while binding too: a parameter getter that finalizes the statement or closes
+    // the database would free the sqlite3_stmt under the bind loop.
+    this.#enter();
+    let h: Ptr;
+    try {
+      h = this.#start(params);
+    } finally {
+      this.#busy = false;
+    }
     const generation = this.#generation;
     this.#active = true;
     let n = -1;
