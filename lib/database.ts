@@ -9,7 +9,7 @@ import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri }
 import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
 import process from "node:process";
 import { FILE_CONTROLS, refusedOp } from "./filecontrol.ts";
-import { asBytes, cstr, describe, misuse, readValue, setResult, type SQLValue } from "./values.ts";
+import { asBytes, type BindValue, cstr, describe, misuse, readValue, setResult, type SQLValue } from "./values.ts";
 
 const OPEN_READONLY = 0x1;
 const OPEN_READWRITE = 0x2;
@@ -28,10 +28,10 @@ const DESERIALIZE_READONLY = 4;
 const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
 const QUERY_CACHE_MAX = 256;
 
-/** Options of a custom scalar function. */
 /** Busy timeout of the PRAGMAs run while opening (ms). */
 const SETUP_BUSY_MS = 5000;
 
+/** Options of a custom scalar function. */
 export interface FunctionOptions {
   /** Same arguments, same result (lets SQLite use it in indexes and optimize it). */
   deterministic?: boolean;
@@ -43,11 +43,30 @@ export interface FunctionOptions {
   varargs?: boolean;
 }
 
+/** An aggregate (or window) function for db.aggregate(). */
+export interface AggregateOptions<S = unknown> extends FunctionOptions {
+  /** The state each group starts from, or a function making it. */
+  start?: S | (() => S);
+  /** Folds one row's arguments into the state; returns the new state. */
+  step: (state: S, ...args: SQLValue[]) => S;
+  /** Takes a row back out of the state (makes it a window function). */
+  inverse?: (state: S, ...args: SQLValue[]) => S;
+  /** The value the group returns (default: the state). */
+  result?: (state: S) => unknown;
+}
+
+function functionFlags(o: FunctionOptions): number {
+  return UTF8 | (o.deterministic ? DETERMINISTIC : 0) | (o.directOnly ? DIRECTONLY : 0) |
+    (o.innocuous ? INNOCUOUS : 0);
+}
+
 /** A transaction function made by db.transaction(fn), plus its variants. */
 export interface TransactionFunction<A extends unknown[], R> {
   (...args: A): R;
   /** BEGIN DEFERRED (the default). */
   deferred: (...args: A) => R;
+  /** The same as calling it (BEGIN DEFERRED; the @db/sqlite name). */
+  default: (...args: A) => R;
   /** BEGIN IMMEDIATE. */
   immediate: (...args: A) => R;
   /** BEGIN EXCLUSIVE. */
@@ -141,7 +160,7 @@ export class Database {
    * Opens (and by default creates) a database. `path` is a file path, a file: URL, or
    * ":memory:". Journal mode WAL, synchronous=FULL and a busy timeout are set.
    */
-  constructor(path: string | URL = ":memory:", options: DatabaseOptions = {}) {
+  constructor(path: string | URL = ":memory:", options: DatabaseOptions | number = {}) {
     const o = resolveOptions(options);
     this.#options = o;
     this.#f = loadFfi(o.libraryPath);
@@ -151,6 +170,7 @@ export class Database {
       safeIntegers: o.safeIntegers,
       handle: () => this.#handle(),
       error: (rc, sql) => this.#error(rc, sql),
+      database: this,
       forget: (stmt) => this.#statements.delete(stmt),
       retryLost: (h, rc, attempt, since) => this.#retryLost(h, rc, attempt, since),
     };
@@ -262,6 +282,23 @@ export class Database {
     return this.#path;
   }
 
+  /**
+   * Opens a database: the same as `new Database(path, options)` (the bun:sqlite name).
+   *
+   * @example
+   * ```ts
+   * const db = Database.open("app.db", { readonly: true });
+   * ```
+   */
+  static open(path: string | URL = ":memory:", options: DatabaseOptions | number = {}): Database {
+    return new Database(path, options);
+  }
+
+  /** The path given to the constructor (the @db/sqlite name `path` is an alias). */
+  get path(): string {
+    return this.#path;
+  }
+
   /** False after close(). */
   get open(): boolean {
     return this.#db !== null;
@@ -306,6 +343,47 @@ export class Database {
   /** Transactions run again by transaction() since the connection opened. */
   get transactionRetries(): number {
     return this.#retries;
+  }
+
+  /**
+   * Asks the statement running on this connection to stop as soon as it can: it fails with
+   * SQLITE_INTERRUPT. Meant for a custom function or a progress callback (see
+   * `onProgress`) of a runaway query; a call with nothing running has no effect.
+   */
+  interrupt(): void {
+    this.#f.sym.sqlite3_interrupt(this.#handle());
+  }
+
+  /**
+   * Calls fn about every `ops` virtual machine steps of a running statement; when fn
+   * returns true the statement stops with SQLITE_INTERRUPT (a timeout for runaway
+   * queries). `null` removes the handler.
+   *
+   * @example
+   * ```ts
+   * const deadline = Date.now() + 1000;
+   * db.onProgress(() => Date.now() > deadline);
+   * ```
+   */
+  onProgress(fn: (() => boolean) | null, ops = 10_000): void {
+    const db = this.#handle();
+    if (fn !== null && typeof fn !== "function") throw new TypeError("sqlite-multiwriter: onProgress() takes a function or null");
+    if (!Number.isInteger(ops) || ops < 1) throw new RangeError("sqlite-multiwriter: ops must be a positive integer");
+    const f = this.#f;
+    if (fn === null) {
+      f.sym.sqlite3_progress_handler(db, 0, f.NULL, f.NULL);
+      return;
+    }
+    const cb = f.callback("progress", () => {
+      try {
+        return fn() ? 1 : 0;
+      } catch (e) {
+        this.#pending = e; // reported by the interrupted statement
+        return 1;
+      }
+    });
+    f.sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
+    this.#callbacks.push(cb);
   }
 
   // ---- statements ----
@@ -362,6 +440,14 @@ export class Database {
     return stmt;
   }
 
+  /** Finalizes the statements cached by query() (statements from prepare() stay). */
+  clearQueryCache(): void {
+    for (const stmt of this.#cache.values()) {
+      if (!stmt.finalized) stmt.finalize();
+    }
+    this.#cache.clear();
+  }
+
   // Runs a script statement by statement (as sqlite3_exec does), so that a statement
   // outside a transaction whose commit lost is run again by itself (see #retryLost), never
   // the statements before it. Rows are discarded.
@@ -412,8 +498,12 @@ export class Database {
    */
   run(sql: string, ...params: Params): RunResult {
     if (params.length === 0) {
+      const s = this.#f.sym;
+      const before = s.sqlite3_total_changes64(this.#handle());
       this.#execScript(sql);
-      return { changes: this.changes, lastInsertRowid: this.lastInsertRowid };
+      // As for Statement.run(): 0 when no row changed (not the count of an earlier write).
+      const changed = s.sqlite3_total_changes64(this.#handle()) !== before;
+      return { changes: changed ? this.changes : 0, lastInsertRowid: this.lastInsertRowid };
     }
     return this.query(sql).run(...params);
   }
@@ -510,6 +600,7 @@ export class Database {
     };
     const tx = make("deferred") as TransactionFunction<A, R>;
     tx.deferred = tx;
+    tx.default = tx;
     tx.immediate = make("immediate");
     tx.exclusive = make("exclusive");
     return tx;
@@ -517,37 +608,145 @@ export class Database {
 
   // ---- functions, extensions, images, file controls ----
 
-  /** Defines (or replaces) a scalar SQL function. */
-  function(name: string, fn: (...args: SQLValue[]) => unknown, options: FunctionOptions = {}): this {
+  /**
+   * Defines (or replaces) a scalar SQL function. The options may come before the function
+   * (as bun:sqlite and better-sqlite3 take them) or after it.
+   *
+   * @example
+   * ```ts
+   * db.function("double", { deterministic: true }, (x) => Number(x) * 2);
+   * db.query("SELECT double(21) AS v").get(); // { v: 42 }
+   * ```
+   */
+  function(name: string, fn: (...args: SQLValue[]) => unknown, options?: FunctionOptions): this;
+  function(name: string, options: FunctionOptions, fn: (...args: SQLValue[]) => unknown): this;
+  function(
+    name: string,
+    a: ((...args: SQLValue[]) => unknown) | FunctionOptions,
+    b?: ((...args: SQLValue[]) => unknown) | FunctionOptions,
+  ): this {
+    const fn = typeof a === "function" ? a : b;
+    const options = (typeof a === "function" ? b : a) ?? {};
     if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: function() takes a function");
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError("sqlite-multiwriter: function() options must be an object");
+    }
     const db = this.#handle();
+    const zName = cstr(name, "the function name");
     const f = this.#f;
     const safe = this.#options.safeIntegers;
     const cb = f.callback("scalar", (ctx, argc, argv) => {
       this.#inCallback++;
       try {
-        const args = new Array<SQLValue>(argc);
-        for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
-        setResult(f, ctx, fn(...args));
+        setResult(f, ctx, fn(...this.#args(argc, argv, safe)));
       } catch (e) {
-        // SQLite sees an error; the statement then throws this very error to the caller.
-        this.#pending = e;
-        f.sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
+        this.#fnError(ctx, e);
       } finally {
         this.#inCallback--;
       }
     });
-    const flags = UTF8 | (options.deterministic ? DETERMINISTIC : 0) |
-      (options.directOnly ? DIRECTONLY : 0) | (options.innocuous ? INNOCUOUS : 0);
     const nArg = options.varargs ? -1 : fn.length;
     const rc = f.sym.sqlite3_create_function_v2(
-      db, cstr(name), nArg, flags, f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
+      db, zName, nArg, functionFlags(options), f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
     );
     if (rc !== SQLITE_OK) {
       cb.close();
       throw this.#error(rc);
     }
     this.#callbacks.push(cb); // freed at close(): SQLite may call it until then
+    return this;
+  }
+
+  #args(argc: number, argv: Ptr, safe: boolean): SQLValue[] {
+    const f = this.#f;
+    const args = new Array<SQLValue>(argc);
+    for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
+    return args;
+  }
+
+  // SQLite sees an error; the statement then throws this very value to the caller.
+  #fnError(ctx: Ptr, e: unknown): void {
+    this.#pending = e;
+    this.#f.sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
+  }
+
+  /**
+   * Defines (or replaces) an aggregate SQL function, and a window function when `inverse`
+   * is given. Each group starts from `start` (a value, or a function making one), `step`
+   * folds each row into it, and `result` (default: the state itself) turns it into the
+   * value returned.
+   *
+   * @example
+   * ```ts
+   * db.aggregate("product", { start: 1, step: (acc, x) => Number(acc) * Number(x) });
+   * db.query("SELECT product(v) AS p FROM t").get();
+   * ```
+   */
+  aggregate<S = unknown>(name: string, options: AggregateOptions<S>): this {
+    if (typeof options !== "object" || options === null || typeof options.step !== "function") {
+      throw new TypeError("sqlite-multiwriter: aggregate() takes options with a step function");
+    }
+    for (const k of ["inverse", "result"] as const) {
+      if (options[k] !== undefined && typeof options[k] !== "function") {
+        throw new TypeError(`sqlite-multiwriter: aggregate() option "${k}" must be a function`);
+      }
+    }
+    const db = this.#handle();
+    const zName = cstr(name, "the function name");
+    const f = this.#f;
+    const safe = this.#options.safeIntegers;
+    const { step, inverse, result } = options;
+    const start = options.start;
+    // One state per group, found by the address of SQLite's per-group context (8 bytes
+    // SQLite zeroes and frees itself; the address is all that is used).
+    const states = new Map<bigint, { v: S }>();
+    const initial = (): S => (typeof start === "function" ? (start as () => S)() : start as S);
+    const stateOf = (ctx: Ptr, create: boolean): { key: bigint; state: { v: S } } | null => {
+      const p = f.sym.sqlite3_aggregate_context(ctx, create ? 8 : 0);
+      if (f.isNull(p)) return null;
+      const key = f.address(p);
+      let state = states.get(key);
+      if (state === undefined) {
+        state = { v: initial() };
+        states.set(key, state);
+      }
+      return { key, state };
+    };
+    const guard = (ctx: Ptr, body: () => void): void => {
+      this.#inCallback++;
+      try {
+        body();
+      } catch (e) {
+        this.#fnError(ctx, e);
+      } finally {
+        this.#inCallback--;
+      }
+    };
+    const fold = (fn: (acc: S, ...args: SQLValue[]) => S) => (ctx: Ptr, argc: number, argv: Ptr): void =>
+      guard(ctx, () => {
+        const at = stateOf(ctx, true);
+        if (at === null) throw new SQLiteError("out of memory", 7);
+        at.state.v = fn(at.state.v, ...this.#args(argc, argv, safe));
+      });
+    const emit = (final: boolean) => (ctx: Ptr): void =>
+      guard(ctx, () => {
+        const at = stateOf(ctx, false);
+        const v = at === null ? initial() : at.state.v;
+        if (final && at !== null) states.delete(at.key);
+        setResult(f, ctx, result ? result(v) : v);
+      });
+    const cbs = [f.callback("scalar", fold(step)), f.callback("final", emit(true))];
+    if (inverse) cbs.push(f.callback("final", emit(false)), f.callback("scalar", fold(inverse)));
+    const nArg = options.varargs ? -1 : Math.max(0, step.length - 1);
+    const rc = f.sym.sqlite3_create_window_function(
+      db, zName, nArg, functionFlags(options), f.NULL, cbs[0].ptr, cbs[1].ptr,
+      inverse ? cbs[2].ptr : f.NULL, inverse ? cbs[3].ptr : f.NULL, f.NULL,
+    );
+    if (rc !== SQLITE_OK) {
+      for (const cb of cbs) cb.close();
+      throw this.#error(rc);
+    }
+    this.#callbacks.push(...cbs);
     return this;
   }
 
@@ -699,6 +898,56 @@ export class Database {
     };
   }
 
+  /**
+   * Runs a tagged template as one statement, the interpolated values bound as parameters
+   * (never pasted into the SQL), and returns its rows.
+   *
+   * @example
+   * ```ts
+   * const rows = db.sql<{ name: string }>`SELECT name FROM users WHERE id = ${id}`;
+   * ```
+   */
+  sql<Row extends object = Record<string, SQLValue>>(strings: TemplateStringsArray, ...values: BindValue[]): Row[] {
+    if (!Array.isArray(strings)) throw new TypeError("sqlite-multiwriter: sql is a template tag: db.sql`SELECT ...`");
+    let text = strings[0];
+    for (let i = 1; i < strings.length; i++) text += `?${i}` + strings[i];
+    return this.query<Row>(text).all(...values);
+  }
+
+  /**
+   * Copies a schema of this database, page by page and consistent as of one snapshot,
+   * into `dest`: another open Database, or a path, which is created (or overwritten) as a
+   * plain SQLite file. This is the way to back up an engine database while it is in use;
+   * copying its files is not. Returns the number of pages copied.
+   *
+   * @example
+   * ```ts
+   * db.backup("backup.db");
+   * ```
+   */
+  backup(dest: string | URL | Database, options: { schema?: string; destSchema?: string } = {}): number {
+    const src = this.#handle();
+    const schema = cstr(options.schema ?? "main", "the schema name");
+    const destSchema = cstr(options.destSchema ?? "main", "the schema name");
+    const owned = dest instanceof Database ? null : new Database(dest, { multiwriter: false });
+    const target = owned ?? (dest as Database);
+    try {
+      if (target === this) throw misuse("backup() cannot copy a database onto itself");
+      const f = this.#f;
+      const s = f.sym;
+      const b = s.sqlite3_backup_init(target.#handle(), destSchema, src, schema);
+      if (f.isNull(b)) throw target.#error(s.sqlite3_extended_errcode(target.#handle()));
+      const rc = s.sqlite3_backup_step(b, -1);
+      const pages = s.sqlite3_backup_pagecount(b);
+      const done = s.sqlite3_backup_finish(b);
+      if (rc !== SQLITE_DONE) throw new SQLiteError(`backup failed: ${f.cstring(s.sqlite3_errstr(rc))}`, rc);
+      if (done !== SQLITE_OK) throw target.#error(done);
+      return pages;
+    } finally {
+      owned?.close();
+    }
+  }
+
   // ---- closing ----
 
   /** Finalizes every statement and closes the connection. Idempotent. */
@@ -785,6 +1034,20 @@ export function sqliteVersion(): string {
 export function sourceId(): string {
   const f = loadFfi();
   return f.cstring(f.sym.sqlite3_sourceid());
+}
+
+/**
+ * True when the SQL ends with a complete statement (sqlite3_complete): what a shell checks
+ * before it runs a line.
+ *
+ * @example
+ * ```ts
+ * isComplete("SELECT 1;"); // true
+ * isComplete("SELECT 'a"); // false
+ * ```
+ */
+export function isComplete(sql: string): boolean {
+  return loadFfi().sym.sqlite3_complete(cstr(sql, "the SQL")) !== 0;
 }
 
 /** The file the native library was loaded from. */

@@ -2,6 +2,7 @@
 // reads rows, and always resets after use so that no read transaction (and no engine
 // snapshot) stays open behind the caller's back.
 import { SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import type { Database } from "./database.ts";
 import type { Ffi, Ptr } from "./ffi/index.ts";
 import {
   type BindParams,
@@ -28,6 +29,8 @@ export type Params = BindValue[] | [BindValue[]] | [BindParams];
 /** The database side a statement needs (implemented by Database). */
 export interface Connection {
   readonly ffi: Ffi;
+  /** The Database object (what stmt.database returns). */
+  readonly database: Database;
   readonly strict: boolean;
   readonly safeIntegers: boolean;
   /** The open handle; throws when the database is closed. */
@@ -61,6 +64,8 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   #ncols = NOT_LOADED;
   #names: string[] = [];
   #protoColumn = false;
+  // The prototype of the rows (as(Class)); null: plain objects.
+  #rowProto: object | null = null;
   readonly #nparams: number;
   #byName: Map<string, number> | null = null;
   // Bumped at each execution, so that an iterator notices when its statement was re-run.
@@ -126,6 +131,64 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       out.push(this.#f.isNull(p) ? null : this.#f.cstring(p));
     }
     return out;
+  }
+
+  /** The database the statement belongs to. */
+  get database(): Database {
+    return this.#c.database;
+  }
+
+  /** True when the statement returns rows (it has result columns). */
+  get reader(): boolean {
+    return this.#f.sym.sqlite3_column_count(this.#handle()) > 0;
+  }
+
+  /**
+   * The storage class of each column of the first row ("INTEGER", "FLOAT", "TEXT",
+   * "BLOB", "NULL"), found by running the statement to its first row with the parameters
+   * bound last; null for each column when there is no row. Only for statements that do
+   * not write.
+   */
+  get columnTypes(): (string | null)[] {
+    const h = this.#handle();
+    const s = this.#f.sym;
+    if (s.sqlite3_stmt_readonly(h) === 0) throw misuse("columnTypes runs the statement: not for one that writes", this.#sql);
+    this.#enter();
+    try {
+      if (this.#active) {
+        s.sqlite3_reset(h);
+        this.#active = false;
+        this.#generation++;
+      }
+      const n = s.sqlite3_column_count(h);
+      const rc = s.sqlite3_step(h);
+      const names = [null, "INTEGER", "FLOAT", "TEXT", "BLOB", "NULL"];
+      const out: (string | null)[] = [];
+      for (let i = 0; i < n; i++) out.push(rc === SQLITE_ROW ? names[s.sqlite3_column_type(h, i)] ?? null : null);
+      if (rc !== SQLITE_ROW && rc !== SQLITE_DONE) throw this.#fail(h, rc);
+      s.sqlite3_reset(h);
+      return out;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Rows become instances of Class (made without calling its constructor, the columns
+   * set as own properties), so its methods and getters work on them.
+   *
+   * @example
+   * ```ts
+   * class User { name = ""; get upper() { return this.name.toUpperCase(); } }
+   * db.query("SELECT name FROM users").as(User).get()?.upper;
+   * ```
+   */
+  as<T extends object>(Class: new (...args: never[]) => T): Statement<T> {
+    if (typeof Class !== "function" || typeof Class.prototype !== "object" || Class.prototype === null) {
+      throw new TypeError("sqlite-multiwriter: as() takes a class");
+    }
+    this.#rowProto = Class.prototype as object;
+    return this as unknown as Statement<T>;
   }
 
   /** True when the statement does not write. */
@@ -215,14 +278,12 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     if (!strict) this.#f.sym.sqlite3_clear_bindings(h); // names not given bind NULL
     for (const key of Object.keys(params)) {
       let index = names.get(key);
-      if (index === undefined && strict) {
+      if (index === undefined) {
+        // A bare name finds its prefixed parameter (as @db/sqlite and better-sqlite3 allow).
         index = names.get("$" + key) ?? names.get(":" + key) ?? names.get("@" + key);
       }
       if (index === undefined) {
-        const hint = !strict && /^[A-Za-z_]/.test(key)
-          ? ` (names keep their prefix, e.g. "$${key}", unless the database is opened with strict: true)`
-          : "";
-        throw rangeError(`unknown parameter "${key}"${hint}`, this.#sql);
+        throw rangeError(`unknown parameter "${key}"`, this.#sql);
       }
       seen?.add(index);
       const rc = bindValue(this.#f, h, index, params[key], `"${key}"`);
@@ -244,10 +305,12 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   }
 
   #row(h: Ptr, n: number): Row {
-    const row: Record<string, SQLValue> = {};
+    const row: Record<string, SQLValue> = this.#rowProto === null ? {} : Object.create(this.#rowProto);
     const names = this.#names;
-    if (this.#protoColumn) {
-      // A column named __proto__ must be a plain property, never the row's prototype.
+    if (this.#protoColumn || this.#rowProto !== null) {
+      // A column named __proto__ must be a plain property, never the row's prototype; and
+      // on an instance of a class, a column is an own property even where the class has a
+      // setter or getter of that name.
       for (let i = 0; i < n; i++) {
         Object.defineProperty(row, names[i], {
           value: readColumn(this.#f, h, i, this.#safe),
