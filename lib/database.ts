@@ -77,22 +77,37 @@ export interface TransactionFunction<A extends unknown[], R> {
 export interface EngineStats {
   /** The connection runs on the multi-writer engine. */
   engine: boolean;
+  /** The epoch of the snapshot the open transaction reads (0 outside one). */
   snapshotEpoch: number;
+  /** The epoch of this connection's last commit. */
   commitEpoch: number;
+  /** Commits of this connection. */
   commits: number;
   /** Commits refused, all kinds together. */
   conflicts: number;
+  /** Commits refused because another commit wrote a page this one wrote. */
   conflictWrite: number;
+  /** Commits refused because another commit wrote a page this one read. */
   conflictRead: number;
+  /** Commits refused because the schema changed. */
   conflictSchema: number;
+  /** Commits refused because the disk was full. */
   conflictFull: number;
+  /** Bytes in the durable log (`<db>-mw`). */
   logBytes: number;
+  /** Compactions of the log into the database file. */
   compactions: number;
+  /** The newest epoch visible to new transactions. */
   visibleEpoch: number;
+  /** Page versions kept for open snapshots. */
   pinnedVersions: number;
+  /** Pages relocated by the engine. */
   relocations: number;
+  /** Commits merged with a concurrent one. */
   merges: number;
+  /** Times this connection waited its turn on a hot spot. */
   turns: number;
+  /** Relocations refused. */
   relocateRefused: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
@@ -139,6 +154,21 @@ function isBusy(e: unknown): boolean {
   return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
 }
 
+/**
+ * A connection to a SQLite database, by default through the multi-writer engine: many
+ * connections (threads, Workers, processes) may write the same file at once. Shaped after
+ * bun:sqlite's Database.
+ *
+ * @example
+ * ```ts
+ * const db = new Database("app.db");
+ * db.run("CREATE TABLE IF NOT EXISTS users(id INTEGER PRIMARY KEY, name TEXT)");
+ * const add = db.transaction((name: string) => db.query("INSERT INTO users(name) VALUES (?)").run(name));
+ * add("ada");
+ * db.query<{ name: string }>("SELECT name FROM users").all();
+ * db.close();
+ * ```
+ */
 export class Database {
   readonly #f: Ffi;
   // What statements see of the connection (kept off the public surface).
@@ -619,6 +649,7 @@ export class Database {
    * ```
    */
   function(name: string, fn: (...args: SQLValue[]) => unknown, options?: FunctionOptions): this;
+  /** The same, with the options before the function (as bun:sqlite and better-sqlite3 take them). */
   function(name: string, options: FunctionOptions, fn: (...args: SQLValue[]) => unknown): this;
   function(
     name: string,
@@ -966,6 +997,7 @@ export class Database {
     if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
   }
 
+  /** Closes the database at the end of a `using` block. */
   [Symbol.dispose](): void {
     this.close();
   }

@@ -35,6 +35,7 @@ export class SQLiteError extends Error {
   /** Where in the SQL the error is, when SQLite knows (-1 otherwise). */
   readonly byteOffset: number;
 
+  /** Makes an error from SQLite's message and (extended) result code. */
   constructor(
     message: string,
     errno: number,

@@ -36,7 +36,7 @@ export const SqliteError: typeof SQLiteError = SQLiteError;
 export type SqliteError = SQLiteError;
 
 /** The version of the SQLite this release is built with, e.g. "3.54.1". */
-export const SQLITE_VERSION: string = nativeManifest.sqlite;
+export const SQLITE_VERSION: string = nativeManifest.sqlite ?? "";
 
 await ensureLibrary().catch(() => {
   // Recorded by ensureLibrary; reported by the first new Database() that needs it.

@@ -43,6 +43,9 @@ export {
 export {
   BASE_URL_ENV,
   CACHE_ENV,
+  type ManifestFile,
+  type ManifestTarget,
+  type NativeManifest,
   NO_DOWNLOAD_ENV,
   releaseBaseUrl,
 } from "./ffi/download.ts";

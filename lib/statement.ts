@@ -55,6 +55,17 @@ function isNamed(v: unknown): v is BindParams {
 
 const NOT_LOADED = -1;
 
+/**
+ * A prepared statement, made by `db.query(sql)` (cached) or `db.prepare(sql)`. Rows are
+ * objects keyed by column name (typed by Row), or arrays from values().
+ *
+ * @example
+ * ```ts
+ * const byId = db.query<{ name: string }>("SELECT name FROM users WHERE id = ?");
+ * byId.get(1)?.name;
+ * for (const row of byId.iterate(2)) console.log(row.name);
+ * ```
+ */
 export class Statement<Row extends object = Record<string, SQLValue>> {
   readonly #c: Connection;
   readonly #f: Ffi;
@@ -549,6 +560,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return this.iterate(...params);
   }
 
+  /** Iterates the rows without parameters (`for (const row of stmt)`). */
   [Symbol.iterator](): IterableIterator<Row> {
     return this.iterate();
   }
@@ -563,10 +575,12 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     this.#c.forget(this);
   }
 
+  /** Finalizes the statement at the end of a `using` block. */
   [Symbol.dispose](): void {
     this.finalize();
   }
 
+  /** The SQL with the current parameter values (the SQL alone once finalized). */
   toString(): string {
     return this.#h === null ? this.#sql : this.expandedSql;
   }
