@@ -40,6 +40,38 @@ function narrow(v: bigint | number): number | bigint {
   return v <= MAX_EXACT && v >= -MAX_EXACT ? Number(v) : v;
 }
 
+// Deno closes a Worker's libraries when the Worker ends; when that was the last handle the
+// library is unmapped while the engine's background threads (and a connection the Worker
+// left open) still run its code: the process crashes. Opening it once more through the C
+// loader with RTLD_NODELETE keeps it mapped for the life of the process. Best effort: where
+// no C loader is found (Windows) nothing is pinned.
+const LOADERS: Record<string, { names: string[]; flags: number }> = {
+  // RTLD_NOW | RTLD_NODELETE (glibc and musl: 0x1000; macOS: 0x80).
+  linux: { names: ["libc.so.6", "libc.so", "libdl.so.2"], flags: 0x2 | 0x1000 },
+  darwin: { names: ["/usr/lib/libSystem.B.dylib"], flags: 0x2 | 0x80 },
+};
+let pinned = false;
+
+function pinLibrary(D: DenoFfi, path: string): void {
+  if (pinned) return;
+  const os = (globalThis as unknown as { Deno: { build: { os: string } } }).Deno.build.os;
+  const loader = LOADERS[os];
+  if (loader === undefined) return;
+  for (const name of loader.names) {
+    try {
+      const libc = D.dlopen(name, { dlopen: { parameters: ["buffer", "i32"], result: "pointer" } });
+      try {
+        const fn = libc.symbols.dlopen as (file: Uint8Array, flags: number) => object | null;
+        // The handle is never closed: that is the point.
+        if (fn(new TextEncoder().encode(path + "\0"), loader.flags) !== null) pinned = true;
+      } finally {
+        (libc as unknown as { close(): void }).close();
+      }
+      return;
+    } catch { /* try the next name */ }
+  }
+}
+
 export function loadDeno(path: string): Ffi {
   const D = (globalThis as unknown as { Deno: DenoFfi }).Deno;
   const table: Record<string, { parameters: string[]; result: string }> = {};
@@ -47,6 +79,7 @@ export function loadDeno(path: string): Ffi {
     table[name] = { parameters: def.args.map(nativeType), result: nativeType(def.returns) };
   }
   const lib = D.dlopen(path, table);
+  pinLibrary(D, path);
   // Deno returns every 64-bit result as a BigInt; the neutral contract is a number when
   // it is exact (as Bun's i64_fast does), so those few symbols get a narrowing wrapper.
   const symbols: Record<string, unknown> = { ...lib.symbols };
