@@ -5,6 +5,7 @@
 import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
+import type { Symbols } from "./ffi/types.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
 import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
 import process from "node:process";
@@ -194,8 +195,12 @@ export class Database {
     const o = resolveOptions(options);
     this.#options = o;
     this.#f = loadFfi(o.libraryPath);
+    const sym = (): Symbols => this.#sym;
     this.#conn = {
       ffi: this.#f,
+      get sym(): Symbols {
+        return sym();
+      },
       strict: o.strict,
       safeIntegers: o.safeIntegers,
       handle: () => this.#handle(),
@@ -213,7 +218,7 @@ export class Database {
     const uri = toUri(file, params);
     const flags = (o.readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
       OPEN_URI | OPEN_NOMUTEX | OPEN_EXRESCODE;
-    const s = this.#f.sym;
+    const s = this.#sym;
     const cell = new BigUint64Array(1);
     const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
     const db = this.#f.outPtr(cell);
@@ -241,6 +246,12 @@ export class Database {
 
   // ---- the connection as statements see it ----
 
+  // Once this connection has a JS callback, SQLite may call into JS from step, reset,
+  // finalize, exec and close: those then go through the symbols that are never fast-called.
+  get #sym(): Symbols {
+    return this.#callbacks.length > 0 ? this.#f.symSafe : this.#f.sym;
+  }
+
   #handle(): Ptr {
     if (this.#db === null) throw misuse("the database is closed");
     return this.#db;
@@ -251,7 +262,7 @@ export class Database {
   #retryLost(h: Ptr | null, rc: number, attempt: number, since: number): boolean {
     const db = this.#db;
     if (db === null || this.#pending !== undefined) return false;
-    const s = this.#f.sym;
+    const s = this.#sym;
     if ((rc & 0xff) !== SQLITE_BUSY || s.sqlite3_extended_errcode(db) !== SQLITE_BUSY_SNAPSHOT) return false;
     if (s.sqlite3_get_autocommit(db) === 0) return false; // inside BEGIN: the caller's to handle
     this.#checkNotPinned(h);
@@ -292,7 +303,7 @@ export class Database {
       // A thrown non-Error travels as the cause; its text is only read where that is safe.
       return new Error(`a custom function threw: ${safeText(e)}`, { cause: e });
     }
-    const s = this.#f.sym;
+    const s = this.#sym;
     const db = this.#db;
     if (db === null) return misuse("the database is closed", sql);
     const ext = s.sqlite3_extended_errcode(db);
@@ -336,7 +347,7 @@ export class Database {
 
   /** True while a transaction is open. */
   get inTransaction(): boolean {
-    return this.#f.sym.sqlite3_get_autocommit(this.#handle()) === 0;
+    return this.#sym.sqlite3_get_autocommit(this.#handle()) === 0;
   }
 
   /** True when no transaction is open (the @db/sqlite name). */
@@ -346,7 +357,7 @@ export class Database {
 
   /** The rowid of the last row inserted. */
   get lastInsertRowid(): number | bigint {
-    const v = this.#f.sym.sqlite3_last_insert_rowid(this.#handle());
+    const v = this.#sym.sqlite3_last_insert_rowid(this.#handle());
     return this.#options.safeIntegers ? BigInt(v) : v;
   }
 
@@ -357,12 +368,12 @@ export class Database {
 
   /** Rows changed by the last INSERT, UPDATE or DELETE. */
   get changes(): number {
-    return Number(this.#f.sym.sqlite3_changes64(this.#handle()));
+    return Number(this.#sym.sqlite3_changes64(this.#handle()));
   }
 
   /** Rows changed since the connection opened. */
   get totalChanges(): number {
-    return Number(this.#f.sym.sqlite3_total_changes64(this.#handle()));
+    return Number(this.#sym.sqlite3_total_changes64(this.#handle()));
   }
 
   /** Attempts of the last transaction() call (1 when it committed at once). */
@@ -381,7 +392,7 @@ export class Database {
    * `onProgress`) of a runaway query; a call with nothing running has no effect.
    */
   interrupt(): void {
-    this.#f.sym.sqlite3_interrupt(this.#handle());
+    this.#sym.sqlite3_interrupt(this.#handle());
   }
 
   /**
@@ -401,7 +412,7 @@ export class Database {
     if (!Number.isInteger(ops) || ops < 1) throw new RangeError("sqlite-multiwriter: ops must be a positive integer");
     const f = this.#f;
     if (fn === null) {
-      f.sym.sqlite3_progress_handler(db, 0, f.NULL, f.NULL);
+      this.#sym.sqlite3_progress_handler(db, 0, f.NULL, f.NULL);
       return;
     }
     const cb = f.callback("progress", () => {
@@ -412,7 +423,7 @@ export class Database {
         return 1;
       }
     });
-    f.sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
+    this.#sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
     this.#callbacks.push(cb);
   }
 
@@ -427,7 +438,7 @@ export class Database {
     const stmtCell = new BigUint64Array(1);
     const tailCell = new BigUint64Array(1);
     const base = f.addressOf(bytes); // taken before the call: pins the bytes in Bun
-    const rc = f.sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
+    const rc = this.#sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
     if (rc !== SQLITE_OK) throw this.#error(rc, sql);
     const stmt = f.outPtr(stmtCell);
     if (f.isNull(stmt)) throw misuse("the SQL holds no statement", sql);
@@ -436,11 +447,11 @@ export class Database {
       // Something follows: only comments are allowed, a second statement is a mistake.
       const restCell = new BigUint64Array(1);
       const rest = bytes.subarray(tail);
-      const rc2 = f.sym.sqlite3_prepare_v3(db, rest, n - tail, 0, restCell, null);
+      const rc2 = this.#sym.sqlite3_prepare_v3(db, rest, n - tail, 0, restCell, null);
       const second = f.outPtr(restCell);
-      if (!f.isNull(second)) f.sym.sqlite3_finalize(second);
+      if (!f.isNull(second)) this.#sym.sqlite3_finalize(second);
       if (rc2 !== SQLITE_OK || !f.isNull(second)) {
-        f.sym.sqlite3_finalize(stmt);
+        this.#sym.sqlite3_finalize(stmt);
         throw misuse("prepare() and query() take one statement; use exec() for a script", sql);
       }
     }
@@ -528,7 +539,7 @@ export class Database {
    */
   run(sql: string, ...params: Params): RunResult {
     if (params.length === 0) {
-      const s = this.#f.sym;
+      const s = this.#sym;
       const before = s.sqlite3_total_changes64(this.#handle());
       this.#execScript(sql);
       // As for Statement.run(): 0 when no row changed (not the count of an earlier write).
@@ -556,7 +567,7 @@ export class Database {
   }
 
   #rollback(): void {
-    if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
+    if (this.#db !== null && this.#sym.sqlite3_get_autocommit(this.#db) === 0) {
       try {
         this.#internalRun("ROLLBACK");
       } catch { /* the transaction is gone either way */ }
@@ -604,7 +615,7 @@ export class Database {
       this.#internalRun(`RELEASE ${name}`);
       return result;
     } catch (e) {
-      if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
+      if (this.#db !== null && this.#sym.sqlite3_get_autocommit(this.#db) === 0) {
         try {
           this.#internalRun(`ROLLBACK TO ${name}`);
           this.#internalRun(`RELEASE ${name}`);
@@ -677,7 +688,7 @@ export class Database {
       }
     });
     const nArg = options.varargs ? -1 : fn.length;
-    const rc = f.sym.sqlite3_create_function_v2(
+    const rc = this.#sym.sqlite3_create_function_v2(
       db, zName, nArg, functionFlags(options), f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
     );
     if (rc !== SQLITE_OK) {
@@ -698,7 +709,7 @@ export class Database {
   // SQLite sees an error; the statement then throws this very value to the caller.
   #fnError(ctx: Ptr, e: unknown): void {
     this.#pending = e;
-    this.#f.sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
+    this.#sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
   }
 
   /**
@@ -733,7 +744,7 @@ export class Database {
     const states = new Map<bigint, { v: S }>();
     const initial = (): S => (typeof start === "function" ? (start as () => S)() : start as S);
     const stateOf = (ctx: Ptr, create: boolean): { key: bigint; state: { v: S } } | null => {
-      const p = f.sym.sqlite3_aggregate_context(ctx, create ? 8 : 0);
+      const p = this.#sym.sqlite3_aggregate_context(ctx, create ? 8 : 0);
       if (f.isNull(p)) return null;
       const key = f.address(p);
       let state = states.get(key);
@@ -769,7 +780,7 @@ export class Database {
     const cbs = [f.callback("scalar", fold(step)), f.callback("final", emit(true))];
     if (inverse) cbs.push(f.callback("final", emit(false)), f.callback("scalar", fold(inverse)));
     const nArg = options.varargs ? -1 : Math.max(0, step.length - 1);
-    const rc = f.sym.sqlite3_create_window_function(
+    const rc = this.#sym.sqlite3_create_window_function(
       db, zName, nArg, functionFlags(options), f.NULL, cbs[0].ptr, cbs[1].ptr,
       inverse ? cbs[2].ptr : f.NULL, inverse ? cbs[3].ptr : f.NULL, f.NULL,
     );
@@ -784,7 +795,7 @@ export class Database {
   /** Loads a SQLite extension (a file path) with its default or a given entry point. */
   loadExtension(path: string | URL, entryPoint?: string): void {
     const db = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#sym;
     const file = toFilePath(path);
     const errCell = new BigUint64Array(1);
     s.sqlite3_enable_load_extension(db, 1);
@@ -804,7 +815,7 @@ export class Database {
   /** The database as bytes (the SQLite file format). */
   serialize(schema = "main"): Uint8Array {
     const db = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#sym;
     const size = new BigInt64Array(1);
     const p = s.sqlite3_serialize(db, cstr(schema), size, 0);
     if (this.#f.isNull(p)) {
@@ -827,7 +838,7 @@ export class Database {
     if (!(data instanceof Uint8Array)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array");
     if (this.#inCallback > 0) throw misuse("cannot deserialize from inside a custom function");
     const schema = cstr(options.schema ?? "main", "the schema name");
-    const s = this.#f.sym;
+    const s = this.#sym;
     // The length is read once, from the view's own slot; the native copy holds exactly it.
     const bytes = asBytes(data);
     const n = bytes.length;
@@ -894,14 +905,14 @@ export class Database {
     } else {
       throw new TypeError(`sqlite-multiwriter: fileControl() takes a number, a typed array or null, got ${describe(arg)}`);
     }
-    return this.#f.sym.sqlite3_file_control(db, cstr(schema, "the schema name"), op, buf);
+    return this.#sym.sqlite3_file_control(db, cstr(schema, "the schema name"), op, buf);
   }
 
   /** The engine's counters for this connection, plus the retries of transaction(). */
   stats(schema = "main"): EngineStats {
     const db = this.#handle();
     const out = new BigInt64Array(STAT_SLOTS);
-    const rc = this.#f.sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
+    const rc = this.#sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
     if (rc !== SQLITE_OK) throw this.#error(rc);
     const raw = Array.from(out, (v) => Number(v));
     const at = (i: number): number => raw[i] ?? 0;
@@ -992,7 +1003,7 @@ export class Database {
     this.#internal.clear();
     this.#db = null;
     openDatabases.delete(this);
-    const rc = this.#f.sym.sqlite3_close_v2(db);
+    const rc = this.#sym.sqlite3_close_v2(db);
     for (const cb of this.#callbacks.splice(0)) cb.close();
     if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
   }

@@ -4,6 +4,7 @@
 import { SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import type { Database } from "./database.ts";
 import type { Ffi, Ptr } from "./ffi/index.ts";
+import type { Symbols } from "./ffi/types.ts";
 import {
   type BindParams,
   type BindValue,
@@ -29,6 +30,8 @@ export type Params = BindValue[] | [BindValue[]] | [BindParams];
 /** The database side a statement needs (implemented by Database). */
 export interface Connection {
   readonly ffi: Ffi;
+  /** The symbols to call: ffi.symSafe once the connection has JS callbacks, else ffi.sym. */
+  readonly sym: Symbols;
   /** The Database object (what stmt.database returns). */
   readonly database: Database;
   readonly strict: boolean;
@@ -93,7 +96,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     this.#h = handle;
     this.#sql = sql;
     this.#safe = connection.safeIntegers;
-    this.#nparams = this.#f.sym.sqlite3_bind_parameter_count(handle);
+    this.#nparams = this.#c.sym.sqlite3_bind_parameter_count(handle);
   }
 
   #handle(): Ptr {
@@ -111,12 +114,12 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   /** The SQL with the current parameter values in place. */
   get expandedSql(): string {
-    const p = this.#f.sym.sqlite3_expanded_sql(this.#handle());
+    const p = this.#c.sym.sqlite3_expanded_sql(this.#handle());
     if (this.#f.isNull(p)) return this.#sql;
     try {
       return this.#f.cstring(p);
     } finally {
-      this.#f.sym.sqlite3_free(p);
+      this.#c.sym.sqlite3_free(p);
     }
   }
 
@@ -135,10 +138,10 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   /** Declared types of the result columns (null for expressions). */
   get declaredTypes(): (string | null)[] {
     const h = this.#handle();
-    const n = this.#f.sym.sqlite3_column_count(h);
+    const n = this.#c.sym.sqlite3_column_count(h);
     const out: (string | null)[] = [];
     for (let i = 0; i < n; i++) {
-      const p = this.#f.sym.sqlite3_column_decltype(h, i);
+      const p = this.#c.sym.sqlite3_column_decltype(h, i);
       out.push(this.#f.isNull(p) ? null : this.#f.cstring(p));
     }
     return out;
@@ -151,7 +154,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   /** True when the statement returns rows (it has result columns). */
   get reader(): boolean {
-    return this.#f.sym.sqlite3_column_count(this.#handle()) > 0;
+    return this.#c.sym.sqlite3_column_count(this.#handle()) > 0;
   }
 
   /**
@@ -162,7 +165,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
    */
   get columnTypes(): (string | null)[] {
     const h = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     if (s.sqlite3_stmt_readonly(h) === 0) throw misuse("columnTypes runs the statement: not for one that writes", this.#sql);
     this.#enter();
     try {
@@ -204,7 +207,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   /** True when the statement does not write. */
   get readonly(): boolean {
-    return this.#f.sym.sqlite3_stmt_readonly(this.#handle()) !== 0;
+    return this.#c.sym.sqlite3_stmt_readonly(this.#handle()) !== 0;
   }
 
   /** True after finalize() or the database's close(). */
@@ -226,11 +229,11 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   }
 
   #columns(h: Ptr): number {
-    const n = this.#f.sym.sqlite3_column_count(h);
+    const n = this.#c.sym.sqlite3_column_count(h);
     if (n !== this.#ncols) {
       // The schema may have changed under SELECT *: names are read again.
       const names: string[] = [];
-      for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#f.sym.sqlite3_column_name(h, i)));
+      for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#c.sym.sqlite3_column_name(h, i)));
       this.#names = names;
       this.#protoColumn = names.includes("__proto__");
       this.#ncols = n;
@@ -242,7 +245,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     if (this.#byName === null) {
       const map = new Map<string, number>();
       for (let i = 1; i <= this.#nparams; i++) {
-        const p = this.#f.sym.sqlite3_bind_parameter_name(h, i);
+        const p = this.#c.sym.sqlite3_bind_parameter_name(h, i);
         if (this.#f.isNull(p)) continue; // a bare ?
         map.set(this.#f.cstring(p), i);
       }
@@ -254,7 +257,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   // Resets (when a previous run was left open), binds, and returns the handle.
   #start(params: unknown[]): Ptr {
     const h = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     this.#generation++;
     if (this.#active) {
       s.sqlite3_reset(h);
@@ -286,7 +289,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     const names = this.#paramNames(h);
     const strict = this.#c.strict;
     const seen = strict ? new Set<number>() : null;
-    if (!strict) this.#f.sym.sqlite3_clear_bindings(h); // names not given bind NULL
+    if (!strict) this.#c.sym.sqlite3_clear_bindings(h); // names not given bind NULL
     for (const key of Object.keys(params)) {
       let index = names.get(key);
       if (index === undefined) {
@@ -310,7 +313,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   #fail(h: Ptr, rc: number): Error {
     const err = this.#c.error(rc, this.#sql);
-    this.#f.sym.sqlite3_reset(h);
+    this.#c.sym.sqlite3_reset(h);
     this.#active = false;
     return err;
   }
@@ -348,7 +351,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   // wait, within the busy timeout (Connection.retryLost decides). onRetry forgets the rows
   // of the attempt that lost.
   #drive(h: Ptr, onRow: (h: Ptr) => void, onRetry: () => void): void {
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     const db = this.#c.handle();
     const since = Date.now();
     for (let attempt = 1;; attempt++) {
@@ -370,7 +373,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   #run(params: Params): RunResult {
     const h = this.#start(params);
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     const db = this.#c.handle();
     // changes() keeps the count of the last INSERT/UPDATE/DELETE: a statement that changed
     // no row (a SELECT, a CREATE, a DELETE of nothing) reports 0, as bun:sqlite does.
@@ -400,7 +403,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   // end, so that its commit happens here and a lost one is retried or reported.
   #first<T>(params: Params, read: (h: Ptr, n: number) => T): T | undefined {
     const h = this.#start(params);
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     if (s.sqlite3_stmt_readonly(h) === 0) {
       let first: T | undefined;
       this.#drive(h, (h) => {
@@ -509,7 +512,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     const generation = this.#generation;
     this.#active = true;
     let n = -1;
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     let done = false;
     const finish = (): void => {
       done = true;
@@ -571,7 +574,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     if (h === null) return;
     if (this.#busy) throw misuse("cannot finalize the statement while it runs", this.#sql);
     this.#h = null;
-    this.#f.sym.sqlite3_finalize(h);
+    this.#c.sym.sqlite3_finalize(h);
     this.#c.forget(this);
   }
 

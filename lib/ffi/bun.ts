@@ -77,6 +77,8 @@ export function loadBun(path: string): Ffi {
     runtime: "bun",
     path,
     sym: lib.symbols as unknown as Symbols,
+    // Bun's JSCallback runs safely from any call: one table serves both.
+    symSafe: lib.symbols as unknown as Symbols,
     NULL: 0 as unknown as Ptr,
     isNull: (p) => !p,
     cstring: (p) => (p ? new CString(num(p)).toString() : ""),

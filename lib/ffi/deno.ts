@@ -10,7 +10,7 @@ type DenoPointer = object | null;
 interface DenoFfi {
   dlopen(
     path: string,
-    symbols: Record<string, { parameters: string[]; result: string }>,
+    symbols: Record<string, { name?: string; parameters: string[]; result: string | { struct: string[] } }>,
   ): { symbols: Record<string, (...args: unknown[]) => unknown> };
   UnsafePointer: {
     create(value: bigint): DenoPointer;
@@ -74,9 +74,19 @@ function pinLibrary(D: DenoFfi, path: string): void {
 
 export function loadDeno(path: string): Ffi {
   const D = (globalThis as unknown as { Deno: DenoFfi }).Deno;
-  const table: Record<string, { parameters: string[]; result: string }> = {};
+  const table: Record<string, { name?: string; parameters: string[]; result: string | { struct: string[] } }> = {};
+  const slow: string[] = [];
   for (const [name, def] of Object.entries(functions)) {
     table[name] = { parameters: def.args.map(nativeType), result: nativeType(def.returns) };
+    if ("callback" in def && def.callback === true && def.returns === "i32") {
+      // V8 aborts the process when a garbage collection inside a JS callback deoptimizes
+      // the frame of a fast API call that returns a value, and Deno fast-calls every
+      // symbol whose types allow it. A struct result is never fast-called: the same C
+      // function, declared as returning struct { int32_t }, which every supported ABI
+      // returns exactly as an int (in eax / w0 / rax).
+      table[`${name}$slow`] = { name, parameters: def.args.map(nativeType), result: { struct: ["i32"] } };
+      slow.push(name);
+    }
   }
   const lib = D.dlopen(path, table);
   pinLibrary(D, path);
@@ -92,6 +102,16 @@ export function loadDeno(path: string): Ffi {
       ? (a: unknown, b: unknown) => narrow(raw(a, b))
       : (...args: unknown[]) => narrow((raw as (...a: unknown[]) => bigint | number)(...args));
   }
+  const safe: Record<string, unknown> = { ...symbols };
+  for (const name of slow) {
+    const raw = lib.symbols[`${name}$slow`] as (...a: unknown[]) => Uint8Array;
+    delete symbols[`${name}$slow`];
+    delete safe[`${name}$slow`];
+    safe[name] = (...args: unknown[]): number => {
+      const r = raw(...args); // the int's 4 bytes, little-endian on every supported CPU
+      return r[0] | (r[1] << 8) | (r[2] << 16) | (r[3] << 24);
+    };
+  }
   const { UnsafePointer, UnsafePointerView, UnsafeCallback } = D;
   const obj = (p: Ptr): object => p as unknown as object;
   const view = (p: Ptr, n: number): ArrayBuffer => UnsafePointerView.getArrayBuffer(obj(p), n);
@@ -99,6 +119,7 @@ export function loadDeno(path: string): Ffi {
     runtime: "deno",
     path,
     sym: symbols as unknown as Symbols,
+    symSafe: safe as unknown as Symbols,
     NULL: null as unknown as Ptr,
     isNull: (p) => p === null,
     cstring: (p) => (p === null ? "" : UnsafePointerView.getCString(obj(p))),
