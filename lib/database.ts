@@ -223,7 +223,9 @@ export class Database {
     const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
     const db = this.#f.outPtr(cell);
     if (rc !== SQLITE_OK) {
-      const message = this.#f.isNull(db) ? this.#f.cstring(s.sqlite3_errstr(rc)) : this.#f.cstring(s.sqlite3_errmsg(db));
+      const message = causeFirst(
+        this.#f.isNull(db) ? this.#f.cstring(s.sqlite3_errstr(rc)) : this.#f.cstring(s.sqlite3_errmsg(db)),
+      );
       const code = this.#f.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
       if (!this.#f.isNull(db)) s.sqlite3_close_v2(db);
       throw new SQLiteError(`cannot open ${file}: ${message}`, code);
@@ -308,7 +310,7 @@ export class Database {
     if (db === null) return misuse("the database is closed", sql);
     const ext = s.sqlite3_extended_errcode(db);
     const code = (ext & 0xff) === (rc & 0xff) ? ext : rc;
-    let message = this.#f.cstring(s.sqlite3_errmsg(db));
+    let message = causeFirst(this.#f.cstring(s.sqlite3_errmsg(db)));
     if (code === SQLITE_BUSY_SNAPSHOT && message === "database is locked") {
       // Nothing is locked: the commit was refused because another writer won.
       message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
@@ -1029,6 +1031,15 @@ export class Database {
   static get sourceId(): string {
     return sourceId();
   }
+}
+
+// SQLite prefixes the error of an extension registered to load with every connection (the
+// engine is one) with "automatic extension loading failed: ": the cause leads instead.
+const AUTO_EXTENSION = "automatic extension loading failed: ";
+function causeFirst(message: string): string {
+  return message.startsWith(AUTO_EXTENSION)
+    ? `${message.slice(AUTO_EXTENSION.length)} (while the engine was set up for this connection)`
+    : message;
 }
 
 // SQLite stops reading SQL at a NUL: what follows would be dropped without a word.

@@ -159,6 +159,14 @@ describe("bun:sqlite behaviour", () => {
   });
 });
 
+describe("error messages", () => {
+  it("an engine option the engine refuses leads with the cause", () => {
+    const e = errorOf(() => new Database(join(tempDir(), "p.db"), { profile: "bogus" }));
+    expect(e.message).toMatch(/^cannot open .*p\.db: multiwriter: bad value 'bogus' for URI parameter 'mw_profile'/);
+    expect(e.message).not.toMatch(/automatic extension loading failed/);
+  });
+});
+
 describe("backup, interrupt, progress", () => {
   it("backup() copies an engine database in use into a plain file, or into an open Database", () => {
     const dir = tempDir();
