@@ -859,9 +859,10 @@ export class Database {
   /** A new in-memory database holding the bytes. */
   static deserialize(
     data: Uint8Array,
-    options: DatabaseOptions & { schema?: string } = {},
+    options: boolean | (DatabaseOptions & { schema?: string }) = {},
   ): Database {
-    const { schema, ...rest } = options;
+    // bun:sqlite takes `Database.deserialize(bytes, isReadOnly)`.
+    const { schema, ...rest } = typeof options === "boolean" ? { readonly: options } : options;
     const db = new Database(":memory:", rest);
     try {
       db.deserialize(data, { schema, readonly: rest.readonly });

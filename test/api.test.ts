@@ -152,6 +152,9 @@ describe("bun:sqlite behaviour", () => {
     const ro = Database.deserialize(image, { readonly: true });
     expect(ro.query("SELECT v FROM t").get()).toEqual({ v: 1 });
     expect(errorOf(() => ro.run("INSERT INTO t VALUES (2)")).primaryCode).toBe("SQLITE_READONLY");
+    const ro2 = Database.deserialize(image, true); // bun:sqlite's boolean form
+    expect(errorOf(() => ro2.run("INSERT INTO t VALUES (2)")).primaryCode).toBe("SQLITE_READONLY");
+    ro2.close();
     const rw = Database.deserialize(image);
     rw.run("INSERT INTO t VALUES (2)");
     expect(rw.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 2 });

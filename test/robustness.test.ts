@@ -225,6 +225,31 @@ describe("transaction() that cannot succeed", () => {
   });
 });
 
+describe("transaction() from inside a custom function during a scan", () => {
+  it("fails at once: the scanning statement holds the old snapshot", () => {
+    const path = join(tempDir(), "scan.db");
+    const a = new Database(path);
+    const b = new Database(path);
+    a.exec("CREATE TABLE c(id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO c VALUES (1, 0), (2, 0)");
+    let first = true;
+    b.function("bump", (id) => {
+      if (first) {
+        first = false;
+        a.run("UPDATE c SET v = 7 WHERE id = 2"); // another writer commits mid-scan
+      }
+      b.transaction(() => b.run("UPDATE c SET v = v + 1 WHERE id = ?", id as number))();
+      return id;
+    });
+    const started = Date.now();
+    const e = errorOf(() => b.query("SELECT bump(id) FROM c").all()) as Error;
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(e.message).toMatch(/still open.*the statement calling this custom function/);
+    expect(b.inTransaction).toBe(false);
+    a.close();
+    b.close();
+  });
+});
+
 describe("misuse never crashes", () => {
   it("wrong argument types are TypeErrors or SQLiteErrors", () => {
     const db = new Database();
