@@ -8,10 +8,11 @@
 // lib/mod.ts, which has no top-level await and never downloads unless asked
 // (`await ensureLibrary()`).
 /**
- * sqlite-multiwriter for Deno: many writers on one SQLite database. The names that
- * `@db/sqlite` code uses are here too (`SqliteError`, `SQLITE_VERSION`,
- * `SQLITE_SOURCEID`, `isComplete`, `transaction().default`, `db.sql`), so such code
- * changes one import.
+ * sqlite-multiwriter for Deno: many writers on one SQLite database, with the API of
+ * `@db/sqlite` (`Database`, `Statement`, `SqliteError`, `SQLITE_VERSION`,
+ * `SQLITE_SOURCEID`, `isComplete`), so code written for it changes one import. The
+ * bun:sqlite-shaped classes of the npm entry are here as `CoreDatabase` and
+ * `CoreStatement` (and `db.core`).
  *
  * @example
  * ```ts
@@ -29,6 +30,18 @@ import { ensureLibrary } from "./ffi/resolve.ts";
 import { nativeManifest } from "./ffi/manifest.generated.ts";
 
 export * from "./mod.ts";
+// The @db/sqlite face: these names shadow the core's of the line above.
+export {
+  Database,
+  type DbAggregateOptions,
+  type DbBindParams,
+  type DbBindValue,
+  type DbDatabaseOptions,
+  type DbParams,
+  Statement,
+} from "./dbsqlite.ts";
+export { Database as CoreDatabase } from "./database.ts";
+export { Statement as CoreStatement } from "./statement.ts";
 
 /** The error class under the name @db/sqlite gives it (the same class as SQLiteError). */
 export const SqliteError: typeof SQLiteError = SQLiteError;
