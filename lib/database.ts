@@ -418,11 +418,14 @@ export class Database {
       return;
     }
     const cb = f.callback("progress", () => {
+      this.#inCallback++; // SQLite is inside a statement: close() and the like are refused
       try {
         return fn() ? 1 : 0;
       } catch (e) {
         this.#pending = e; // reported by the interrupted statement
         return 1;
+      } finally {
+        this.#inCallback--;
       }
     });
     this.#sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
@@ -1000,7 +1003,7 @@ export class Database {
     const db = this.#db;
     if (db === null) return;
     // SQLite is inside a statement that called us: closing now would free it under itself.
-    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function");
+    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
     for (const stmt of [...this.#statements]) stmt.finalize();
     this.#cache.clear();
     this.#internal.clear();

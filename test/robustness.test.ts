@@ -324,6 +324,14 @@ describe("misuse never crashes", () => {
       action = fn;
       expect(() => outer.all(), what).toThrow(message);
     }
+    // The progress handler is inside a statement too.
+    action = () => 0;
+    db.onProgress(() => {
+      db.close();
+      return false;
+    }, 1);
+    expect(() => outer.all()).toThrow(/inside a custom function/);
+    db.onProgress(null);
     // Other statements of the same connection may run from inside it.
     action = () => db.query("SELECT count(*) FROM t").get();
     expect(outer.all()).toEqual([{ y: 1 }, { y: 2 }]);
