@@ -3,6 +3,7 @@
 // functions, extensions, serialize/deserialize, file controls, the engine's counters,
 // and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
 import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import { SQLBlob, type BlobHost, type BlobOpenOptions } from "./blob.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
 import type { Symbols } from "./ffi/types.ts";
@@ -181,6 +182,7 @@ export class Database {
   readonly #cache = new Map<string, Statement<object>>();
   readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
+  readonly #blobs = new Set<SQLBlob>();
   #pending: unknown = undefined;
   #inCallback = 0;
   #depth = 0;
@@ -339,6 +341,11 @@ export class Database {
 
   /** The path given to the constructor (the @db/sqlite name `path` is an alias). */
   get path(): string {
+    return this.#path;
+  }
+
+  /** The path given to the constructor (better-sqlite3's name). */
+  get name(): string {
     return this.#path;
   }
 
@@ -996,6 +1003,40 @@ export class Database {
     }
   }
 
+  /**
+   * Opens one blob value for incremental reads and writes (sqlite3_blob_open); see SQLBlob.
+   *
+   * @example
+   * ```ts
+   * const blob = db.openBlob({ table: "files", column: "data", row: 1, readonly: true });
+   * const head = new Uint8Array(16);
+   * blob.readSync(0, head);
+   * blob.close();
+   * ```
+   */
+  openBlob(options: BlobOpenOptions): SQLBlob {
+    const db = this.#handle();
+    if (typeof options !== "object" || options === null) throw new TypeError("sqlite-multiwriter: openBlob() takes { table, column, row }");
+    const { table, column, row } = options;
+    if (typeof row !== "number" && typeof row !== "bigint") throw new TypeError("sqlite-multiwriter: openBlob() row must be a number or bigint");
+    const f = this.#f;
+    const cell = new BigUint64Array(1);
+    const rc = this.#sym.sqlite3_blob_open(
+      db, cstr(options.db ?? "main", "the schema name"), cstr(table, "the table name"),
+      cstr(column, "the column name"), row, options.readonly ? 0 : 1, cell,
+    );
+    const h = f.outPtr(cell);
+    if (rc !== SQLITE_OK) {
+      const err = this.#error(rc);
+      if (!f.isNull(h)) this.#sym.sqlite3_blob_close(h);
+      throw err;
+    }
+    const host: BlobHost = { ffi: f, error: (code) => this.#error(code), forget: (b) => this.#blobs.delete(b) };
+    const blob = new SQLBlob(host, h);
+    this.#blobs.add(blob);
+    return blob;
+  }
+
   // ---- closing ----
 
   /** Finalizes every statement and closes the connection. Idempotent. */
@@ -1005,6 +1046,11 @@ export class Database {
     // SQLite is inside a statement that called us: closing now would free it under itself.
     if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
     for (const stmt of [...this.#statements]) stmt.finalize();
+    for (const blob of [...this.#blobs]) {
+      try {
+        blob.close();
+      } catch { /* closing anyway */ }
+    }
     this.#cache.clear();
     this.#internal.clear();
     this.#db = null;

@@ -6,6 +6,7 @@
 // with `final`. Thin wrappers over the one core (lib/database.ts, lib/statement.ts): no
 // SQLite logic lives here.
 import { type AggregateOptions, Database as Core, type FunctionOptions, type TransactionFunction } from "./database.ts";
+import type { BlobOpenOptions, SQLBlob } from "./blob.ts";
 import type { DatabaseOptions } from "./options.ts";
 import type { Statement as CoreStatement } from "./statement.ts";
 import type { BindValue, SQLValue } from "./values.ts";
@@ -373,6 +374,11 @@ export class Database {
 
   /** Accepted for compatibility: loadExtension() works without it. */
   enableLoadExtension = true;
+
+  /** Opens one blob value for incremental I/O, with Web streams (see SQLBlob). */
+  openBlob(options: BlobOpenOptions): SQLBlob {
+    return this.#db.openBlob(options);
+  }
 
   /** Stops the running statement (SQLITE_INTERRUPT). */
   interrupt(): void {

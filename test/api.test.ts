@@ -2,6 +2,7 @@
 // name, run() of a SELECT, Database.open, constants, aggregate and window functions,
 // function(name, options, fn), statement facts, as(Class), backup, interrupt and the
 // progress callback, open flags, and the @db/sqlite names of the JSR entry.
+import { Buffer } from "node:buffer";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -241,6 +242,57 @@ describe("@db/sqlite names", () => {
     // Generic typings compile: .get<T>() through query<T>().
     const typed: { name: string } | null = db.query<{ name: string }>("SELECT name FROM t").get();
     expect(typed?.name).toBe("a");
+    db.close();
+  });
+});
+
+describe("openBlob", () => {
+  it("reads and writes in place, streams, checks every range, closes with the database", async () => {
+    const db = new Database(join(tempDir(), "blob.db"));
+    db.exec("CREATE TABLE f(id INTEGER PRIMARY KEY, data BLOB)");
+    db.run("INSERT INTO f VALUES (1, zeroblob(200000))");
+    const blob = db.openBlob({ table: "f", column: "data", row: 1 });
+    expect(blob.byteLength).toBe(200000);
+    expect(blob.writeSync(5, new Uint8Array([1, 2, 3]))).toBe(3);
+    const back = new Uint8Array(4);
+    blob.readSync(4, back);
+    expect([...back]).toEqual([0, 1, 2, 3]);
+    // Past the end, negative or fractional offsets, a lying length: refused before C.
+    expect(() => blob.readSync(199999, new Uint8Array(2))).toThrow(/outside the blob/);
+    expect(() => blob.writeSync(-1, new Uint8Array(1))).toThrow(/outside the blob/);
+    expect(() => blob.readSync(0.5, new Uint8Array(1))).toThrow(/outside the blob/);
+    const liar = new Uint8Array(2);
+    Object.defineProperty(liar, "length", { value: 1 << 30 });
+    expect(blob.readSync(0, liar)).toBe(2);
+    // Web streams: write everything, read it back in chunks.
+    const data = new Uint8Array(200000).map((_, i) => i % 251);
+    const writer = blob.writable.getWriter();
+    await writer.write(data.subarray(0, 100000));
+    await writer.write(data.subarray(100000));
+    await writer.close();
+    const chunks: Uint8Array[] = [];
+    for await (const c of blob.readable as unknown as AsyncIterable<Uint8Array>) chunks.push(c);
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(Buffer.concat(chunks).equals(Buffer.from(data))).toBe(true);
+    expect([...blob].reduce((n, c) => n + c.length, 0)).toBe(200000);
+    blob.close();
+    expect(() => blob.byteLength).toThrow(/blob is closed/);
+    const ro = db.openBlob({ table: "f", column: "data", row: 1, readonly: true });
+    expect(() => ro.writeSync(0, new Uint8Array(1))).toThrow(SQLiteError);
+    expect(() => db.openBlob({ table: "f", column: "data", row: 99 })).toThrow(SQLiteError);
+    expect(() => db.openBlob({ table: "nope", column: "data", row: 1 })).toThrow(/no such table/);
+    db.close(); // closes ro
+    expect(() => ro.byteLength).toThrow(/blob is closed/);
+  });
+
+  it("the JSR face opens blobs too", () => {
+    const db = new jsr.Database(":memory:");
+    db.exec("CREATE TABLE f(data BLOB); INSERT INTO f VALUES (x'0102')");
+    const blob = db.openBlob({ table: "f", column: "data", row: 1 });
+    const out = new Uint8Array(2);
+    blob.readSync(0, out);
+    expect([...out]).toEqual([1, 2]);
+    blob.close();
     db.close();
   });
 });
