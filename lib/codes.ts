@@ -130,6 +130,7 @@ export function primaryCodeName(code: number): string {
 export const SQLITE_OK = 0;
 export const SQLITE_ERROR = 1;
 export const SQLITE_BUSY = 5;
+export const SQLITE_BUSY_SNAPSHOT = 517;
 export const SQLITE_MISUSE = 21;
 export const SQLITE_RANGE = 25;
 export const SQLITE_ROW = 100;

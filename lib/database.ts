@@ -2,12 +2,16 @@
 // cache, scripts, transactions with savepoints and the retry of lost commits, custom
 // functions, extensions, serialize/deserialize, file controls, the engine's counters,
 // and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
-import { SQLITE_BUSY, SQLITE_OK } from "./codes.ts";
+import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import { SQLBlob, type BlobHost, type BlobOpenOptions } from "./blob.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
+import type { Symbols } from "./ffi/types.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
 import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
-import { cstr, misuse, readValue, setResult, type SQLValue } from "./values.ts";
+import process from "node:process";
+import { FILE_CONTROLS, refusedOp } from "./filecontrol.ts";
+import { asBytes, type BindValue, cstr, describe, misuse, readValue, setResult, type SQLValue } from "./values.ts";
 
 const OPEN_READONLY = 0x1;
 const OPEN_READWRITE = 0x2;
@@ -26,10 +30,10 @@ const DESERIALIZE_READONLY = 4;
 const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
 const QUERY_CACHE_MAX = 256;
 
-/** Options of a custom scalar function. */
 /** Busy timeout of the PRAGMAs run while opening (ms). */
 const SETUP_BUSY_MS = 5000;
 
+/** Options of a custom scalar function. */
 export interface FunctionOptions {
   /** Same arguments, same result (lets SQLite use it in indexes and optimize it). */
   deterministic?: boolean;
@@ -41,11 +45,30 @@ export interface FunctionOptions {
   varargs?: boolean;
 }
 
+/** An aggregate (or window) function for db.aggregate(). */
+export interface AggregateOptions<S = unknown> extends FunctionOptions {
+  /** The state each group starts from, or a function making it. */
+  start?: S | (() => S);
+  /** Folds one row's arguments into the state; returns the new state. */
+  step: (state: S, ...args: SQLValue[]) => S;
+  /** Takes a row back out of the state (makes it a window function). */
+  inverse?: (state: S, ...args: SQLValue[]) => S;
+  /** The value the group returns (default: the state). */
+  result?: (state: S) => unknown;
+}
+
+function functionFlags(o: FunctionOptions): number {
+  return UTF8 | (o.deterministic ? DETERMINISTIC : 0) | (o.directOnly ? DIRECTONLY : 0) |
+    (o.innocuous ? INNOCUOUS : 0);
+}
+
 /** A transaction function made by db.transaction(fn), plus its variants. */
 export interface TransactionFunction<A extends unknown[], R> {
   (...args: A): R;
   /** BEGIN DEFERRED (the default). */
   deferred: (...args: A) => R;
+  /** The same as calling it (BEGIN DEFERRED; the @db/sqlite name). */
+  default: (...args: A) => R;
   /** BEGIN IMMEDIATE. */
   immediate: (...args: A) => R;
   /** BEGIN EXCLUSIVE. */
@@ -56,22 +79,37 @@ export interface TransactionFunction<A extends unknown[], R> {
 export interface EngineStats {
   /** The connection runs on the multi-writer engine. */
   engine: boolean;
+  /** The epoch of the snapshot the open transaction reads (0 outside one). */
   snapshotEpoch: number;
+  /** The epoch of this connection's last commit. */
   commitEpoch: number;
+  /** Commits of this connection. */
   commits: number;
   /** Commits refused, all kinds together. */
   conflicts: number;
+  /** Commits refused because another commit wrote a page this one wrote. */
   conflictWrite: number;
+  /** Commits refused because another commit wrote a page this one read. */
   conflictRead: number;
+  /** Commits refused because the schema changed. */
   conflictSchema: number;
+  /** Commits refused because the disk was full. */
   conflictFull: number;
+  /** Bytes in the durable log (`<db>-mw`). */
   logBytes: number;
+  /** Compactions of the log into the database file. */
   compactions: number;
+  /** The newest epoch visible to new transactions. */
   visibleEpoch: number;
+  /** Page versions kept for open snapshots. */
   pinnedVersions: number;
+  /** Pages relocated by the engine. */
   relocations: number;
+  /** Commits merged with a concurrent one. */
   merges: number;
+  /** Times this connection waited its turn on a hot spot. */
   turns: number;
+  /** Relocations refused. */
   relocateRefused: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
@@ -82,6 +120,27 @@ export interface EngineStats {
 }
 
 type Mode = "deferred" | "immediate" | "exclusive";
+
+// The databases of this JS thread that are open: closed when the process exits normally, as
+// bun:sqlite does, so that the engine checkpoints and a normal exit leaves only the .db.
+const openDatabases = new Set<Database>();
+let exitHookInstalled = false;
+
+function closeAllAtExit(): void {
+  for (const db of [...openDatabases]) {
+    try {
+      db.close();
+    } catch { /* exiting: nothing more can be done for it */ }
+  }
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // node:process works in both runtimes; its "exit" event runs at a normal end of the
+  // process, process.exit() included. A Worker's own exit is not seen here.
+  process.once("exit", closeAllAtExit);
+}
 
 function sleep(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
@@ -97,6 +156,21 @@ function isBusy(e: unknown): boolean {
   return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
 }
 
+/**
+ * A connection to a SQLite database, by default through the multi-writer engine: many
+ * connections (threads, Workers, processes) may write the same file at once. Shaped after
+ * bun:sqlite's Database.
+ *
+ * @example
+ * ```ts
+ * const db = new Database("app.db");
+ * db.run("CREATE TABLE IF NOT EXISTS users(id INTEGER PRIMARY KEY, name TEXT)");
+ * const add = db.transaction((name: string) => db.query("INSERT INTO users(name) VALUES (?)").run(name));
+ * add("ada");
+ * db.query<{ name: string }>("SELECT name FROM users").all();
+ * db.close();
+ * ```
+ */
 export class Database {
   readonly #f: Ffi;
   // What statements see of the connection (kept off the public surface).
@@ -108,6 +182,7 @@ export class Database {
   readonly #cache = new Map<string, Statement<object>>();
   readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
+  readonly #blobs = new Set<SQLBlob>();
   #pending: unknown = undefined;
   #inCallback = 0;
   #depth = 0;
@@ -118,17 +193,23 @@ export class Database {
    * Opens (and by default creates) a database. `path` is a file path, a file: URL, or
    * ":memory:". Journal mode WAL, synchronous=FULL and a busy timeout are set.
    */
-  constructor(path: string | URL = ":memory:", options: DatabaseOptions = {}) {
+  constructor(path: string | URL = ":memory:", options: DatabaseOptions | number = {}) {
     const o = resolveOptions(options);
     this.#options = o;
     this.#f = loadFfi(o.libraryPath);
+    const sym = (): Symbols => this.#sym;
     this.#conn = {
       ffi: this.#f,
+      get sym(): Symbols {
+        return sym();
+      },
       strict: o.strict,
       safeIntegers: o.safeIntegers,
       handle: () => this.#handle(),
       error: (rc, sql) => this.#error(rc, sql),
+      database: this,
       forget: (stmt) => this.#statements.delete(stmt),
+      retryLost: (h, rc, attempt, since) => this.#retryLost(h, rc, attempt, since),
     };
     const file = toFilePath(path);
     if (typeof file !== "string") throw new TypeError("sqlite-multiwriter: the path must be a string or URL");
@@ -139,17 +220,21 @@ export class Database {
     const uri = toUri(file, params);
     const flags = (o.readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
       OPEN_URI | OPEN_NOMUTEX | OPEN_EXRESCODE;
-    const s = this.#f.sym;
+    const s = this.#sym;
     const cell = new BigUint64Array(1);
     const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
     const db = this.#f.outPtr(cell);
     if (rc !== SQLITE_OK) {
-      const message = this.#f.isNull(db) ? this.#f.cstring(s.sqlite3_errstr(rc)) : this.#f.cstring(s.sqlite3_errmsg(db));
+      const message = causeFirst(
+        this.#f.isNull(db) ? this.#f.cstring(s.sqlite3_errstr(rc)) : this.#f.cstring(s.sqlite3_errmsg(db)),
+      );
       const code = this.#f.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
       if (!this.#f.isNull(db)) s.sqlite3_close_v2(db);
       throw new SQLiteError(`cannot open ${file}: ${message}`, code);
     }
     this.#db = db;
+    openDatabases.add(this);
+    installExitHook();
     try {
       // The setup PRAGMAs may meet another connection that is opening or recovering the
       // same file: they wait at least SETUP_BUSY_MS whatever the user's timeout is.
@@ -165,9 +250,53 @@ export class Database {
 
   // ---- the connection as statements see it ----
 
+  // Once this connection has a JS callback, SQLite may call into JS from step, reset,
+  // finalize, exec and close: those then go through the symbols that are never fast-called.
+  get #sym(): Symbols {
+    return this.#callbacks.length > 0 ? this.#f.symSafe : this.#f.sym;
+  }
+
   #handle(): Ptr {
     if (this.#db === null) throw misuse("the database is closed");
     return this.#db;
+  }
+
+  // A plain statement (autocommit before and after) that lost its commit is run again
+  // within the busy timeout, with the backoff of transaction(); see Connection.retryLost.
+  #retryLost(h: Ptr | null, rc: number, attempt: number, since: number): boolean {
+    const db = this.#db;
+    if (db === null || this.#pending !== undefined) return false;
+    const s = this.#sym;
+    if ((rc & 0xff) !== SQLITE_BUSY || s.sqlite3_extended_errcode(db) !== SQLITE_BUSY_SNAPSHOT) return false;
+    if (s.sqlite3_get_autocommit(db) === 0) return false; // inside BEGIN: the caller's to handle
+    this.#checkNotPinned(h);
+    if (Date.now() - since >= this.#options.busyTimeout) return false;
+    sleep(backoffMs(attempt));
+    return true;
+  }
+
+  // Another statement of this connection that is still running (an unfinished iterate(),
+  // or the statement whose custom function is calling us) holds the connection's read
+  // snapshot: a lost commit run again sees the same old snapshot and loses again, forever.
+  // Said at once instead of spinning until the timeout or maxAttempts.
+  #checkNotPinned(except: Ptr | null): void {
+    const db = this.#db;
+    if (db === null) return;
+    const f = this.#f;
+    const s = f.sym;
+    const exceptAt = except === null ? -1n : f.address(except);
+    for (let p = s.sqlite3_next_stmt(db, f.NULL); !f.isNull(p); p = s.sqlite3_next_stmt(db, p)) {
+      if (f.address(p) === exceptAt || s.sqlite3_stmt_busy(p) === 0) continue;
+      const sql = f.cstring(s.sqlite3_sql(p));
+      throw new SQLiteError(
+        "another writer committed first and this transaction was rolled back; running it again " +
+          "cannot succeed while another statement of this connection is still open, because it " +
+          `holds the old snapshot (${this.#inCallback > 0 ? "the statement calling this custom function" : "an unfinished iterate()"}: ${sql}). ` +
+          "Finish or close that statement (end the loop, or call the iterator's return()) first",
+        SQLITE_BUSY_SNAPSHOT,
+        sql,
+      );
+    }
   }
 
   #error(rc: number, sql?: string): Error {
@@ -175,14 +304,19 @@ export class Database {
       const e = this.#pending;
       this.#pending = undefined;
       if (e instanceof Error) return e;
-      return new Error(String(e));
+      // A thrown non-Error travels as the cause; its text is only read where that is safe.
+      return new Error(`a custom function threw: ${safeText(e)}`, { cause: e });
     }
-    const s = this.#f.sym;
+    const s = this.#sym;
     const db = this.#db;
     if (db === null) return misuse("the database is closed", sql);
     const ext = s.sqlite3_extended_errcode(db);
     const code = (ext & 0xff) === (rc & 0xff) ? ext : rc;
-    const message = this.#f.cstring(s.sqlite3_errmsg(db));
+    let message = causeFirst(this.#f.cstring(s.sqlite3_errmsg(db)));
+    if (code === SQLITE_BUSY_SNAPSHOT && message === "database is locked") {
+      // Nothing is locked: the commit was refused because another writer won.
+      message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
+    }
     return new SQLiteError(message, code, sql, s.sqlite3_error_offset(db));
   }
 
@@ -193,6 +327,28 @@ export class Database {
     return this.#path;
   }
 
+  /**
+   * Opens a database: the same as `new Database(path, options)` (the bun:sqlite name).
+   *
+   * @example
+   * ```ts
+   * const db = Database.open("app.db", { readonly: true });
+   * ```
+   */
+  static open(path: string | URL = ":memory:", options: DatabaseOptions | number = {}): Database {
+    return new Database(path, options);
+  }
+
+  /** The path given to the constructor (the @db/sqlite name `path` is an alias). */
+  get path(): string {
+    return this.#path;
+  }
+
+  /** The path given to the constructor (better-sqlite3's name). */
+  get name(): string {
+    return this.#path;
+  }
+
   /** False after close(). */
   get open(): boolean {
     return this.#db !== null;
@@ -200,7 +356,7 @@ export class Database {
 
   /** True while a transaction is open. */
   get inTransaction(): boolean {
-    return this.#f.sym.sqlite3_get_autocommit(this.#handle()) === 0;
+    return this.#sym.sqlite3_get_autocommit(this.#handle()) === 0;
   }
 
   /** True when no transaction is open (the @db/sqlite name). */
@@ -210,7 +366,7 @@ export class Database {
 
   /** The rowid of the last row inserted. */
   get lastInsertRowid(): number | bigint {
-    const v = this.#f.sym.sqlite3_last_insert_rowid(this.#handle());
+    const v = this.#sym.sqlite3_last_insert_rowid(this.#handle());
     return this.#options.safeIntegers ? BigInt(v) : v;
   }
 
@@ -221,12 +377,12 @@ export class Database {
 
   /** Rows changed by the last INSERT, UPDATE or DELETE. */
   get changes(): number {
-    return Number(this.#f.sym.sqlite3_changes64(this.#handle()));
+    return Number(this.#sym.sqlite3_changes64(this.#handle()));
   }
 
   /** Rows changed since the connection opened. */
   get totalChanges(): number {
-    return Number(this.#f.sym.sqlite3_total_changes64(this.#handle()));
+    return Number(this.#sym.sqlite3_total_changes64(this.#handle()));
   }
 
   /** Attempts of the last transaction() call (1 when it committed at once). */
@@ -239,10 +395,54 @@ export class Database {
     return this.#retries;
   }
 
+  /**
+   * Asks the statement running on this connection to stop as soon as it can: it fails with
+   * SQLITE_INTERRUPT. Meant for a custom function or a progress callback (see
+   * `onProgress`) of a runaway query; a call with nothing running has no effect.
+   */
+  interrupt(): void {
+    this.#sym.sqlite3_interrupt(this.#handle());
+  }
+
+  /**
+   * Calls fn about every `ops` virtual machine steps of a running statement; when fn
+   * returns true the statement stops with SQLITE_INTERRUPT (a timeout for runaway
+   * queries). `null` removes the handler.
+   *
+   * @example
+   * ```ts
+   * const deadline = Date.now() + 1000;
+   * db.onProgress(() => Date.now() > deadline);
+   * ```
+   */
+  onProgress(fn: (() => boolean) | null, ops = 10_000): void {
+    const db = this.#handle();
+    if (fn !== null && typeof fn !== "function") throw new TypeError("sqlite-multiwriter: onProgress() takes a function or null");
+    if (!Number.isInteger(ops) || ops < 1) throw new RangeError("sqlite-multiwriter: ops must be a positive integer");
+    const f = this.#f;
+    if (fn === null) {
+      this.#sym.sqlite3_progress_handler(db, 0, f.NULL, f.NULL);
+      return;
+    }
+    const cb = f.callback("progress", () => {
+      this.#inCallback++; // SQLite is inside a statement: close() and the like are refused
+      try {
+        return fn() ? 1 : 0;
+      } catch (e) {
+        this.#pending = e; // reported by the interrupted statement
+        return 1;
+      } finally {
+        this.#inCallback--;
+      }
+    });
+    this.#sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
+    this.#callbacks.push(cb);
+  }
+
   // ---- statements ----
 
   #prepareHandle(sql: string, flags: number): Ptr {
-    if (typeof sql !== "string") throw new TypeError("sqlite-multiwriter: SQL must be a string");
+    checkSql(sql);
     const f = this.#f;
     const db = this.#handle();
     const bytes = new TextEncoder().encode(sql + "\0");
@@ -250,7 +450,7 @@ export class Database {
     const stmtCell = new BigUint64Array(1);
     const tailCell = new BigUint64Array(1);
     const base = f.addressOf(bytes); // taken before the call: pins the bytes in Bun
-    const rc = f.sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
+    const rc = this.#sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
     if (rc !== SQLITE_OK) throw this.#error(rc, sql);
     const stmt = f.outPtr(stmtCell);
     if (f.isNull(stmt)) throw misuse("the SQL holds no statement", sql);
@@ -259,11 +459,11 @@ export class Database {
       // Something follows: only comments are allowed, a second statement is a mistake.
       const restCell = new BigUint64Array(1);
       const rest = bytes.subarray(tail);
-      const rc2 = f.sym.sqlite3_prepare_v3(db, rest, n - tail, 0, restCell, null);
+      const rc2 = this.#sym.sqlite3_prepare_v3(db, rest, n - tail, 0, restCell, null);
       const second = f.outPtr(restCell);
-      if (!f.isNull(second)) f.sym.sqlite3_finalize(second);
+      if (!f.isNull(second)) this.#sym.sqlite3_finalize(second);
       if (rc2 !== SQLITE_OK || !f.isNull(second)) {
-        f.sym.sqlite3_finalize(stmt);
+        this.#sym.sqlite3_finalize(stmt);
         throw misuse("prepare() and query() take one statement; use exec() for a script", sql);
       }
     }
@@ -293,9 +493,56 @@ export class Database {
     return stmt;
   }
 
+  /** Finalizes the statements cached by query() (statements from prepare() stay). */
+  clearQueryCache(): void {
+    for (const stmt of this.#cache.values()) {
+      if (!stmt.finalized) stmt.finalize();
+    }
+    this.#cache.clear();
+  }
+
+  // Runs a script statement by statement (as sqlite3_exec does), so that a statement
+  // outside a transaction whose commit lost is run again by itself (see #retryLost), never
+  // the statements before it. Rows are discarded.
   #execScript(sql: string): void {
-    const rc = this.#f.sym.sqlite3_exec(this.#handle(), cstr(sql), this.#f.NULL, this.#f.NULL, null);
-    if (rc !== SQLITE_OK) throw this.#error(rc, sql);
+    checkSql(sql);
+    const f = this.#f;
+    const s = f.sym;
+    const db = this.#handle();
+    const bytes = new TextEncoder().encode(sql + "\0");
+    const n = bytes.length - 1;
+    // Bun keeps a small typed array inside its object and moves the bytes out the first
+    // time a view of its buffer is made (subarray below): made here, before the address.
+    void bytes.buffer;
+    const base = f.addressOf(bytes);
+    const stmtCell = new BigUint64Array(1);
+    const tailCell = new BigUint64Array(1);
+    let at = 0;
+    while (at < n) {
+      const rc = s.sqlite3_prepare_v3(db, bytes.subarray(at), n - at, 0, stmtCell, tailCell);
+      if (rc !== SQLITE_OK) throw this.#error(rc, sql);
+      const stmt = f.outPtr(stmtCell);
+      const tail = Number(f.address(f.outPtr(tailCell)) - base);
+      if (f.isNull(stmt)) break; // only whitespace and comments were left
+      try {
+        const since = Date.now();
+        for (let attempt = 1;; attempt++) {
+          const autocommit = s.sqlite3_get_autocommit(db) !== 0;
+          let step: number;
+          while ((step = s.sqlite3_step(stmt)) === SQLITE_ROW);
+          if (step === SQLITE_DONE) break;
+          if (autocommit && this.#retryLost(stmt, step, attempt, since)) {
+            s.sqlite3_reset(stmt);
+            continue;
+          }
+          throw this.#error(step, sql);
+        }
+      } finally {
+        s.sqlite3_finalize(stmt);
+      }
+      if (!(tail > at)) break;
+      at = tail;
+    }
   }
 
   /**
@@ -304,8 +551,12 @@ export class Database {
    */
   run(sql: string, ...params: Params): RunResult {
     if (params.length === 0) {
+      const s = this.#sym;
+      const before = s.sqlite3_total_changes64(this.#handle());
       this.#execScript(sql);
-      return { changes: this.changes, lastInsertRowid: this.lastInsertRowid };
+      // As for Statement.run(): 0 when no row changed (not the count of an earlier write).
+      const changed = s.sqlite3_total_changes64(this.#handle()) !== before;
+      return { changes: changed ? this.changes : 0, lastInsertRowid: this.lastInsertRowid };
     }
     return this.query(sql).run(...params);
   }
@@ -328,7 +579,7 @@ export class Database {
   }
 
   #rollback(): void {
-    if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
+    if (this.#db !== null && this.#sym.sqlite3_get_autocommit(this.#db) === 0) {
       try {
         this.#internalRun("ROLLBACK");
       } catch { /* the transaction is gone either way */ }
@@ -355,6 +606,8 @@ export class Database {
         this.#depth = 0;
         this.#rollback();
         if (isBusy(e) && attempt < max && this.#db !== null) {
+          this.#lastAttempts = attempt;
+          if ((e as SQLiteError).errno === SQLITE_BUSY_SNAPSHOT) this.#checkNotPinned(null);
           this.#retries++;
           sleep(backoffMs(attempt));
           continue;
@@ -374,7 +627,7 @@ export class Database {
       this.#internalRun(`RELEASE ${name}`);
       return result;
     } catch (e) {
-      if (this.#db !== null && this.#f.sym.sqlite3_get_autocommit(this.#db) === 0) {
+      if (this.#db !== null && this.#sym.sqlite3_get_autocommit(this.#db) === 0) {
         try {
           this.#internalRun(`ROLLBACK TO ${name}`);
           this.#internalRun(`RELEASE ${name}`);
@@ -400,6 +653,7 @@ export class Database {
     };
     const tx = make("deferred") as TransactionFunction<A, R>;
     tx.deferred = tx;
+    tx.default = tx;
     tx.immediate = make("immediate");
     tx.exclusive = make("exclusive");
     return tx;
@@ -407,32 +661,47 @@ export class Database {
 
   // ---- functions, extensions, images, file controls ----
 
-  /** Defines (or replaces) a scalar SQL function. */
-  function(name: string, fn: (...args: SQLValue[]) => unknown, options: FunctionOptions = {}): this {
+  /**
+   * Defines (or replaces) a scalar SQL function. The options may come before the function
+   * (as bun:sqlite and better-sqlite3 take them) or after it.
+   *
+   * @example
+   * ```ts
+   * db.function("double", { deterministic: true }, (x) => Number(x) * 2);
+   * db.query("SELECT double(21) AS v").get(); // { v: 42 }
+   * ```
+   */
+  function(name: string, fn: (...args: SQLValue[]) => unknown, options?: FunctionOptions): this;
+  /** The same, with the options before the function (as bun:sqlite and better-sqlite3 take them). */
+  function(name: string, options: FunctionOptions, fn: (...args: SQLValue[]) => unknown): this;
+  function(
+    name: string,
+    a: ((...args: SQLValue[]) => unknown) | FunctionOptions,
+    b?: ((...args: SQLValue[]) => unknown) | FunctionOptions,
+  ): this {
+    const fn = typeof a === "function" ? a : b;
+    const options = (typeof a === "function" ? b : a) ?? {};
     if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: function() takes a function");
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError("sqlite-multiwriter: function() options must be an object");
+    }
     const db = this.#handle();
+    const zName = cstr(name, "the function name");
     const f = this.#f;
     const safe = this.#options.safeIntegers;
     const cb = f.callback("scalar", (ctx, argc, argv) => {
       this.#inCallback++;
       try {
-        const args = new Array<SQLValue>(argc);
-        for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
-        setResult(f, ctx, fn(...args));
+        setResult(f, ctx, fn(...this.#args(argc, argv, safe)));
       } catch (e) {
-        // SQLite sees an error; the statement then throws this very error to the caller.
-        this.#pending = e;
-        const message = e instanceof Error ? e.message : String(e);
-        f.sym.sqlite3_result_error(ctx, cstr(message), -1);
+        this.#fnError(ctx, e);
       } finally {
         this.#inCallback--;
       }
     });
-    const flags = UTF8 | (options.deterministic ? DETERMINISTIC : 0) |
-      (options.directOnly ? DIRECTONLY : 0) | (options.innocuous ? INNOCUOUS : 0);
     const nArg = options.varargs ? -1 : fn.length;
-    const rc = f.sym.sqlite3_create_function_v2(
-      db, cstr(name), nArg, flags, f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
+    const rc = this.#sym.sqlite3_create_function_v2(
+      db, zName, nArg, functionFlags(options), f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
     );
     if (rc !== SQLITE_OK) {
       cb.close();
@@ -442,10 +711,103 @@ export class Database {
     return this;
   }
 
+  #args(argc: number, argv: Ptr, safe: boolean): SQLValue[] {
+    const f = this.#f;
+    const args = new Array<SQLValue>(argc);
+    for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
+    return args;
+  }
+
+  // SQLite sees an error; the statement then throws this very value to the caller.
+  #fnError(ctx: Ptr, e: unknown): void {
+    this.#pending = e;
+    this.#sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
+  }
+
+  /**
+   * Defines (or replaces) an aggregate SQL function, and a window function when `inverse`
+   * is given. Each group starts from `start` (a value, or a function making one), `step`
+   * folds each row into it, and `result` (default: the state itself) turns it into the
+   * value returned.
+   *
+   * @example
+   * ```ts
+   * db.aggregate("product", { start: 1, step: (acc, x) => Number(acc) * Number(x) });
+   * db.query("SELECT product(v) AS p FROM t").get();
+   * ```
+   */
+  aggregate<S = unknown>(name: string, options: AggregateOptions<S>): this {
+    if (typeof options !== "object" || options === null || typeof options.step !== "function") {
+      throw new TypeError("sqlite-multiwriter: aggregate() takes options with a step function");
+    }
+    for (const k of ["inverse", "result"] as const) {
+      if (options[k] !== undefined && typeof options[k] !== "function") {
+        throw new TypeError(`sqlite-multiwriter: aggregate() option "${k}" must be a function`);
+      }
+    }
+    const db = this.#handle();
+    const zName = cstr(name, "the function name");
+    const f = this.#f;
+    const safe = this.#options.safeIntegers;
+    const { step, inverse, result } = options;
+    const start = options.start;
+    // One state per group, found by the address of SQLite's per-group context (8 bytes
+    // SQLite zeroes and frees itself; the address is all that is used).
+    const states = new Map<bigint, { v: S }>();
+    const initial = (): S => (typeof start === "function" ? (start as () => S)() : start as S);
+    const stateOf = (ctx: Ptr, create: boolean): { key: bigint; state: { v: S } } | null => {
+      const p = this.#sym.sqlite3_aggregate_context(ctx, create ? 8 : 0);
+      if (f.isNull(p)) return null;
+      const key = f.address(p);
+      let state = states.get(key);
+      if (state === undefined) {
+        state = { v: initial() };
+        states.set(key, state);
+      }
+      return { key, state };
+    };
+    const guard = (ctx: Ptr, body: () => void): void => {
+      this.#inCallback++;
+      try {
+        body();
+      } catch (e) {
+        this.#fnError(ctx, e);
+      } finally {
+        this.#inCallback--;
+      }
+    };
+    const fold = (fn: (acc: S, ...args: SQLValue[]) => S) => (ctx: Ptr, argc: number, argv: Ptr): void =>
+      guard(ctx, () => {
+        const at = stateOf(ctx, true);
+        if (at === null) throw new SQLiteError("out of memory", 7);
+        at.state.v = fn(at.state.v, ...this.#args(argc, argv, safe));
+      });
+    const emit = (final: boolean) => (ctx: Ptr): void =>
+      guard(ctx, () => {
+        const at = stateOf(ctx, false);
+        const v = at === null ? initial() : at.state.v;
+        if (final && at !== null) states.delete(at.key);
+        setResult(f, ctx, result ? result(v) : v);
+      });
+    const cbs = [f.callback("scalar", fold(step)), f.callback("final", emit(true))];
+    if (inverse) cbs.push(f.callback("final", emit(false)), f.callback("scalar", fold(inverse)));
+    const nArg = options.varargs ? -1 : Math.max(0, step.length - 1);
+    const rc = this.#sym.sqlite3_create_window_function(
+      db, zName, nArg, functionFlags(options), f.NULL, cbs[0].ptr, cbs[1].ptr,
+      inverse ? cbs[2].ptr : f.NULL, inverse ? cbs[3].ptr : f.NULL, f.NULL,
+    );
+    if (rc !== SQLITE_OK) {
+      for (const cb of cbs) cb.close();
+      throw this.#error(rc);
+    }
+    this.#callbacks.push(...cbs);
+    return this;
+  }
+
   /** Loads a SQLite extension (a file path) with its default or a given entry point. */
   loadExtension(path: string | URL, entryPoint?: string): void {
     const db = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#sym;
     const file = toFilePath(path);
     const errCell = new BigUint64Array(1);
     s.sqlite3_enable_load_extension(db, 1);
@@ -465,7 +827,7 @@ export class Database {
   /** The database as bytes (the SQLite file format). */
   serialize(schema = "main"): Uint8Array {
     const db = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#sym;
     const size = new BigInt64Array(1);
     const p = s.sqlite3_serialize(db, cstr(schema), size, 0);
     if (this.#f.isNull(p)) {
@@ -479,31 +841,38 @@ export class Database {
     }
   }
 
-  /** Replaces a schema of this connection with an in-memory copy of the bytes. */
+  /**
+   * Replaces a schema of this connection with an in-memory copy of the bytes; with
+   * `readonly: true` the copy cannot be written.
+   */
   deserialize(data: Uint8Array, options: { schema?: string; readonly?: boolean } = {}): void {
     const db = this.#handle();
     if (!(data instanceof Uint8Array)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array");
-    const s = this.#f.sym;
-    const n = data.length;
+    if (this.#inCallback > 0) throw misuse("cannot deserialize from inside a custom function");
+    const schema = cstr(options.schema ?? "main", "the schema name");
+    const s = this.#sym;
+    // The length is read once, from the view's own slot; the native copy holds exactly it.
+    const bytes = asBytes(data);
+    const n = bytes.length;
     const p = s.sqlite3_malloc64(Math.max(n, 1));
     if (this.#f.isNull(p)) throw new SQLiteError("out of memory", 7);
     if (n > 0) {
-      this.#f.write(p, data);
+      this.#f.write(p, bytes);
       // An in-memory image cannot use WAL: mark a WAL file as a rollback-journal one.
-      if (n >= 20 && data[18] === 2 && data[19] === 2) this.#f.write(p, patchWal(data));
+      if (n >= 20 && bytes[18] === 2 && bytes[19] === 2) this.#f.write(p, patchWal(bytes));
     }
-    const flags = DESERIALIZE_FREEONCLOSE | DESERIALIZE_RESIZEABLE |
-      (options.readonly ? DESERIALIZE_READONLY : 0);
-    const rc = s.sqlite3_deserialize(db, cstr(options.schema ?? "main"), p, n, n, flags);
+    const flags = DESERIALIZE_FREEONCLOSE | (options.readonly ? DESERIALIZE_READONLY : DESERIALIZE_RESIZEABLE);
+    const rc = s.sqlite3_deserialize(db, schema, p, n, n, flags);
     if (rc !== SQLITE_OK) throw this.#error(rc); // SQLite freed the buffer
   }
 
   /** A new in-memory database holding the bytes. */
   static deserialize(
     data: Uint8Array,
-    options: DatabaseOptions & { schema?: string } = {},
+    options: boolean | (DatabaseOptions & { schema?: string }) = {},
   ): Database {
-    const { schema, ...rest } = options;
+    // bun:sqlite takes `Database.deserialize(bytes, isReadOnly)`.
+    const { schema, ...rest } = typeof options === "boolean" ? { readonly: options } : options;
     const db = new Database(":memory:", rest);
     try {
       db.deserialize(data, { schema, readonly: rest.readonly });
@@ -515,20 +884,48 @@ export class Database {
   }
 
   /**
-   * sqlite3_file_control: op on schema's file. A number argument is passed as an int
-   * (read back the result through an Int32Array); returns SQLite's result code.
+   * sqlite3_file_control: op on schema's file; returns SQLite's result code. Only the ops
+   * whose argument size is known are passed (see lib/filecontrol.ts): a number becomes an
+   * int (or a 64-bit int where the op takes one), a typed array or DataView must hold at
+   * least the bytes the op writes; ops of unknown size are refused with a RangeError.
    */
-  fileControl(op: number, arg?: number | ArrayBufferView | null, schema = "main"): number {
+  fileControl(op: number, arg?: number | bigint | ArrayBufferView | null, schema = "main"): number {
     const db = this.#handle();
-    const buf = typeof arg === "number" ? new Int32Array([arg]) : (arg ?? null);
-    return this.#f.sym.sqlite3_file_control(db, cstr(schema), op, buf);
+    if (!Number.isInteger(op)) throw new TypeError("sqlite-multiwriter: fileControl() takes an integer op");
+    const shape = FILE_CONTROLS.get(op);
+    if (shape === undefined) {
+      throw new RangeError(`sqlite-multiwriter: file control ${op} is not supported: ${refusedOp(op)}`);
+    }
+    let buf: ArrayBufferView | null;
+    if (arg === undefined || arg === null) {
+      if (shape.bytes > 0) {
+        throw new TypeError(`sqlite-multiwriter: file control ${op} needs an argument of ${shape.bytes} bytes`);
+      }
+      buf = null;
+    } else if (typeof arg === "number" || typeof arg === "bigint") {
+      if (shape.number === undefined) {
+        throw new TypeError(`sqlite-multiwriter: file control ${op} takes a buffer of ${shape.bytes} bytes, not a number`);
+      }
+      buf = shape.number === "i32" ? new Int32Array([Number(arg)]) : new BigInt64Array([BigInt(arg)]);
+    } else if (ArrayBuffer.isView(arg)) {
+      buf = asBytes(arg); // the true byte length, whatever arg.length says
+      if (shape.bytes === 0 || buf.byteLength < shape.bytes) {
+        throw new RangeError(
+          `sqlite-multiwriter: file control ${op} ` +
+            (shape.bytes === 0 ? "takes no buffer" : `needs ${shape.bytes} bytes, the buffer has ${buf.byteLength}`),
+        );
+      }
+    } else {
+      throw new TypeError(`sqlite-multiwriter: fileControl() takes a number, a typed array or null, got ${describe(arg)}`);
+    }
+    return this.#sym.sqlite3_file_control(db, cstr(schema, "the schema name"), op, buf);
   }
 
   /** The engine's counters for this connection, plus the retries of transaction(). */
   stats(schema = "main"): EngineStats {
     const db = this.#handle();
     const out = new BigInt64Array(STAT_SLOTS);
-    const rc = this.#f.sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
+    const rc = this.#sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
     if (rc !== SQLITE_OK) throw this.#error(rc);
     const raw = Array.from(out, (v) => Number(v));
     const at = (i: number): number => raw[i] ?? 0;
@@ -556,6 +953,90 @@ export class Database {
     };
   }
 
+  /**
+   * Runs a tagged template as one statement, the interpolated values bound as parameters
+   * (never pasted into the SQL), and returns its rows.
+   *
+   * @example
+   * ```ts
+   * const rows = db.sql<{ name: string }>`SELECT name FROM users WHERE id = ${id}`;
+   * ```
+   */
+  sql<Row extends object = Record<string, SQLValue>>(strings: TemplateStringsArray, ...values: BindValue[]): Row[] {
+    if (!Array.isArray(strings)) throw new TypeError("sqlite-multiwriter: sql is a template tag: db.sql`SELECT ...`");
+    let text = strings[0];
+    for (let i = 1; i < strings.length; i++) text += `?${i}` + strings[i];
+    return this.query<Row>(text).all(...values);
+  }
+
+  /**
+   * Copies a schema of this database, page by page and consistent as of one snapshot,
+   * into `dest`: another open Database, or a path, which is created (or overwritten) as a
+   * plain SQLite file. This is the way to back up an engine database while it is in use;
+   * copying its files is not. Returns the number of pages copied.
+   *
+   * @example
+   * ```ts
+   * db.backup("backup.db");
+   * ```
+   */
+  backup(dest: string | URL | Database, options: { schema?: string; destSchema?: string } = {}): number {
+    const src = this.#handle();
+    const schema = cstr(options.schema ?? "main", "the schema name");
+    const destSchema = cstr(options.destSchema ?? "main", "the schema name");
+    const owned = dest instanceof Database ? null : new Database(dest, { multiwriter: false });
+    const target = owned ?? (dest as Database);
+    try {
+      if (target === this) throw misuse("backup() cannot copy a database onto itself");
+      const f = this.#f;
+      const s = f.sym;
+      const b = s.sqlite3_backup_init(target.#handle(), destSchema, src, schema);
+      if (f.isNull(b)) throw target.#error(s.sqlite3_extended_errcode(target.#handle()));
+      const rc = s.sqlite3_backup_step(b, -1);
+      const pages = s.sqlite3_backup_pagecount(b);
+      const done = s.sqlite3_backup_finish(b);
+      if (rc !== SQLITE_DONE) throw new SQLiteError(`backup failed: ${f.cstring(s.sqlite3_errstr(rc))}`, rc);
+      if (done !== SQLITE_OK) throw target.#error(done);
+      return pages;
+    } finally {
+      owned?.close();
+    }
+  }
+
+  /**
+   * Opens one blob value for incremental reads and writes (sqlite3_blob_open); see SQLBlob.
+   *
+   * @example
+   * ```ts
+   * const blob = db.openBlob({ table: "files", column: "data", row: 1, readonly: true });
+   * const head = new Uint8Array(16);
+   * blob.readSync(0, head);
+   * blob.close();
+   * ```
+   */
+  openBlob(options: BlobOpenOptions): SQLBlob {
+    const db = this.#handle();
+    if (typeof options !== "object" || options === null) throw new TypeError("sqlite-multiwriter: openBlob() takes { table, column, row }");
+    const { table, column, row } = options;
+    if (typeof row !== "number" && typeof row !== "bigint") throw new TypeError("sqlite-multiwriter: openBlob() row must be a number or bigint");
+    const f = this.#f;
+    const cell = new BigUint64Array(1);
+    const rc = this.#sym.sqlite3_blob_open(
+      db, cstr(options.db ?? "main", "the schema name"), cstr(table, "the table name"),
+      cstr(column, "the column name"), row, options.readonly ? 0 : 1, cell,
+    );
+    const h = f.outPtr(cell);
+    if (rc !== SQLITE_OK) {
+      const err = this.#error(rc);
+      if (!f.isNull(h)) this.#sym.sqlite3_blob_close(h);
+      throw err;
+    }
+    const host: BlobHost = { ffi: f, error: (code) => this.#error(code), forget: (b) => this.#blobs.delete(b) };
+    const blob = new SQLBlob(host, h);
+    this.#blobs.add(blob);
+    return blob;
+  }
+
   // ---- closing ----
 
   /** Finalizes every statement and closes the connection. Idempotent. */
@@ -563,16 +1044,23 @@ export class Database {
     const db = this.#db;
     if (db === null) return;
     // SQLite is inside a statement that called us: closing now would free it under itself.
-    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function");
+    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
     for (const stmt of [...this.#statements]) stmt.finalize();
+    for (const blob of [...this.#blobs]) {
+      try {
+        blob.close();
+      } catch { /* closing anyway */ }
+    }
     this.#cache.clear();
     this.#internal.clear();
     this.#db = null;
-    const rc = this.#f.sym.sqlite3_close_v2(db);
+    openDatabases.delete(this);
+    const rc = this.#sym.sqlite3_close_v2(db);
     for (const cb of this.#callbacks.splice(0)) cb.close();
     if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
   }
 
+  /** Closes the database at the end of a `using` block. */
   [Symbol.dispose](): void {
     this.close();
   }
@@ -593,6 +1081,38 @@ export class Database {
   static get sourceId(): string {
     return sourceId();
   }
+}
+
+// SQLite prefixes the error of an extension registered to load with every connection (the
+// engine is one) with "automatic extension loading failed: ": the cause leads instead.
+const AUTO_EXTENSION = "automatic extension loading failed: ";
+function causeFirst(message: string): string {
+  return message.startsWith(AUTO_EXTENSION)
+    ? `${message.slice(AUTO_EXTENSION.length)} (while the engine was set up for this connection)`
+    : message;
+}
+
+// SQLite stops reading SQL at a NUL: what follows would be dropped without a word.
+function checkSql(sql: unknown): asserts sql is string {
+  if (typeof sql !== "string") throw new TypeError(`sqlite-multiwriter: SQL must be a string, got ${describe(sql)}`);
+  if (sql.includes("\0")) throw new TypeError("sqlite-multiwriter: the SQL contains a NUL character");
+}
+
+/**
+ * The message of a value a custom function threw, as NUL-terminated UTF-8. Never throws:
+ * an exception escaping a native callback would leave the statement stuck, and a thrown
+ * value's message or toString() may itself throw or hold a NUL.
+ */
+function encodeMessage(e: unknown): Uint8Array {
+  return new TextEncoder().encode(safeText(e).replaceAll("\0", " ") + "\0");
+}
+
+function safeText(e: unknown): string {
+  try {
+    const m = e instanceof Error ? e.message : String(e);
+    if (typeof m === "string") return m;
+  } catch { /* its message or toString() threw */ }
+  return "a custom function threw a value that cannot be printed";
 }
 
 function patchWal(data: Uint8Array): Uint8Array {
@@ -618,6 +1138,20 @@ export function sqliteVersion(): string {
 export function sourceId(): string {
   const f = loadFfi();
   return f.cstring(f.sym.sqlite3_sourceid());
+}
+
+/**
+ * True when the SQL ends with a complete statement (sqlite3_complete): what a shell checks
+ * before it runs a line.
+ *
+ * @example
+ * ```ts
+ * isComplete("SELECT 1;"); // true
+ * isComplete("SELECT 'a"); // false
+ * ```
+ */
+export function isComplete(sql: string): boolean {
+  return loadFfi().sym.sqlite3_complete(cstr(sql, "the SQL")) !== 0;
 }
 
 /** The file the native library was loaded from. */

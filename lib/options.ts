@@ -4,16 +4,25 @@ import { isAbsolute } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 
+/**
+ * The options of `new Database(path, options)`. An unknown option, or a value of the wrong
+ * type, is a TypeError naming it before anything opens.
+ */
 export interface DatabaseOptions {
   /** Open read-only (default false). */
   readonly?: boolean;
+  /** Open read-write (the default; the bun:sqlite name). `readwrite: false` alone is readonly. */
+  readwrite?: boolean;
   /** Create the file when missing (default true; ignored when readonly). */
   create?: boolean;
   /** Named parameters may be given without their prefix; missing ones are an error. */
   strict?: boolean;
   /** Read integers as BigInt (default false: numbers, BigInt only beyond 2^53). */
   safeIntegers?: boolean;
-  /** Alias of safeIntegers (the name @db/sqlite uses). */
+  /**
+   * Accepted for @db/sqlite code: there, integers beyond 2^53 come back as BigInt, which
+   * is what this package always does (smaller ones stay numbers).
+   */
   int64?: boolean;
   /** Open through the multi-writer engine (default true); false = stock SQLite. */
   multiwriter?: boolean;
@@ -40,6 +49,7 @@ export interface DatabaseOptions {
 type Kind = "boolean" | "number" | "string" | "path";
 const GENERAL: Record<string, Kind> = {
   readonly: "boolean",
+  readwrite: "boolean",
   create: "boolean",
   strict: "boolean",
   safeIntegers: "boolean",
@@ -80,14 +90,31 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
     : kind === "boolean"
     ? typeof value === "boolean"
     : typeof value === "string";
+  if (ok && (typeof value === "string" || value instanceof URL) && String(value).includes("\0")) {
+    // C would cut the string at the NUL (a path would lose the engine's URI parameters).
+    throw new TypeError(`sqlite-multiwriter: option "${name}" contains a NUL character`);
+  }
   if (!ok) {
     const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
     throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);
   }
 }
 
-export function resolveOptions(options: DatabaseOptions | undefined): ResolvedOptions {
-  const o = (options ?? {}) as Record<string, unknown>;
+const OPEN_READONLY = 0x1;
+const OPEN_READWRITE = 0x2;
+const OPEN_CREATE = 0x4;
+
+/** Open flags as bun:sqlite takes them (a number) turned into the options they mean. */
+function fromFlags(flags: number): DatabaseOptions {
+  if (!Number.isInteger(flags) || flags < 0) {
+    throw new TypeError(`sqlite-multiwriter: open flags must be a non-negative integer, got ${flags}`);
+  }
+  const readonly = (flags & OPEN_READWRITE) === 0 && (flags & OPEN_READONLY) !== 0;
+  return { readonly, create: !readonly && (flags & OPEN_CREATE) !== 0 };
+}
+
+export function resolveOptions(options: DatabaseOptions | number | undefined): ResolvedOptions {
+  const o = (typeof options === "number" ? fromFlags(options) : options ?? {}) as Record<string, unknown>;
   if (typeof o !== "object" || o === null || Array.isArray(o)) {
     throw new TypeError("sqlite-multiwriter: options must be an object");
   }
@@ -113,11 +140,15 @@ export function resolveOptions(options: DatabaseOptions | undefined): ResolvedOp
       `sqlite-multiwriter: option "${names[0]}" is an engine option; it needs multiwriter: true`,
     );
   }
+  const readonly = o.readonly === true || (o.readwrite === false && o.readonly === undefined);
+  if (readonly && o.readwrite === true) {
+    throw new TypeError('sqlite-multiwriter: options "readonly" and "readwrite" contradict each other');
+  }
   return {
-    readonly: o.readonly === true,
+    readonly,
     create: o.create !== false,
     strict: o.strict === true,
-    safeIntegers: o.safeIntegers === true || o.int64 === true,
+    safeIntegers: o.safeIntegers === true,
     multiwriter,
     busyTimeout: typeof o.busyTimeout === "number" ? Math.floor(o.busyTimeout) : 5000,
     maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 10_000,
@@ -133,8 +164,13 @@ export function isMemoryPath(path: string): boolean {
 
 /** A file path (or file: URL) as a path string; never a URL handed on to SQLite. */
 export function toFilePath(path: string | URL): string {
-  if (path instanceof URL) return fileURLToPath(path);
-  return path;
+  const p = path instanceof URL ? fileURLToPath(path) : path;
+  if (typeof p === "string" && p.includes("\0")) {
+    // C would cut the path at the NUL, and with it the `?vfs=multiwriter` that follows: the
+    // same file would open under stock SQLite beside engine connections and lose data.
+    throw new TypeError("sqlite-multiwriter: the path contains a NUL character");
+  }
+  return p;
 }
 
 // Characters that end or change the meaning of a URI path: escaped as %XX.

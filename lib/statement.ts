@@ -2,7 +2,9 @@
 // reads rows, and always resets after use so that no read transaction (and no engine
 // snapshot) stays open behind the caller's back.
 import { SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import type { Database } from "./database.ts";
 import type { Ffi, Ptr } from "./ffi/index.ts";
+import type { Symbols } from "./ffi/types.ts";
 import {
   type BindParams,
   type BindValue,
@@ -28,6 +30,10 @@ export type Params = BindValue[] | [BindValue[]] | [BindParams];
 /** The database side a statement needs (implemented by Database). */
 export interface Connection {
   readonly ffi: Ffi;
+  /** The symbols to call: ffi.symSafe once the connection has JS callbacks, else ffi.sym. */
+  readonly sym: Symbols;
+  /** The Database object (what stmt.database returns). */
+  readonly database: Database;
   readonly strict: boolean;
   readonly safeIntegers: boolean;
   /** The open handle; throws when the database is closed. */
@@ -35,6 +41,13 @@ export interface Connection {
   /** The error for a failed call (SQLite's message, or a JS error thrown by a custom function). */
   error(rc: number, sql?: string): Error;
   forget(stmt: Statement<object>): void;
+  /**
+   * After step() of statement h failed with rc while the connection was in autocommit:
+   * true when it was a lost commit (SQLITE_BUSY_SNAPSHOT) that may be run again now (it
+   * has slept the backoff); false to report rc. Throws at once when running again cannot
+   * succeed (another statement of this connection holds the old snapshot).
+   */
+  retryLost(h: Ptr, rc: number, attempt: number, since: number): boolean;
 }
 
 function isNamed(v: unknown): v is BindParams {
@@ -45,6 +58,17 @@ function isNamed(v: unknown): v is BindParams {
 
 const NOT_LOADED = -1;
 
+/**
+ * A prepared statement, made by `db.query(sql)` (cached) or `db.prepare(sql)`. Rows are
+ * objects keyed by column name (typed by Row), or arrays from values().
+ *
+ * @example
+ * ```ts
+ * const byId = db.query<{ name: string }>("SELECT name FROM users WHERE id = ?");
+ * byId.get(1)?.name;
+ * for (const row of byId.iterate(2)) console.log(row.name);
+ * ```
+ */
 export class Statement<Row extends object = Record<string, SQLValue>> {
   readonly #c: Connection;
   readonly #f: Ffi;
@@ -54,6 +78,8 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   #ncols = NOT_LOADED;
   #names: string[] = [];
   #protoColumn = false;
+  // The prototype of the rows (as(Class)); null: plain objects.
+  #rowProto: object | null = null;
   readonly #nparams: number;
   #byName: Map<string, number> | null = null;
   // Bumped at each execution, so that an iterator notices when its statement was re-run.
@@ -70,7 +96,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     this.#h = handle;
     this.#sql = sql;
     this.#safe = connection.safeIntegers;
-    this.#nparams = this.#f.sym.sqlite3_bind_parameter_count(handle);
+    this.#nparams = this.#c.sym.sqlite3_bind_parameter_count(handle);
   }
 
   #handle(): Ptr {
@@ -88,12 +114,12 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   /** The SQL with the current parameter values in place. */
   get expandedSql(): string {
-    const p = this.#f.sym.sqlite3_expanded_sql(this.#handle());
+    const p = this.#c.sym.sqlite3_expanded_sql(this.#handle());
     if (this.#f.isNull(p)) return this.#sql;
     try {
       return this.#f.cstring(p);
     } finally {
-      this.#f.sym.sqlite3_free(p);
+      this.#c.sym.sqlite3_free(p);
     }
   }
 
@@ -112,18 +138,76 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   /** Declared types of the result columns (null for expressions). */
   get declaredTypes(): (string | null)[] {
     const h = this.#handle();
-    const n = this.#f.sym.sqlite3_column_count(h);
+    const n = this.#c.sym.sqlite3_column_count(h);
     const out: (string | null)[] = [];
     for (let i = 0; i < n; i++) {
-      const p = this.#f.sym.sqlite3_column_decltype(h, i);
+      const p = this.#c.sym.sqlite3_column_decltype(h, i);
       out.push(this.#f.isNull(p) ? null : this.#f.cstring(p));
     }
     return out;
   }
 
+  /** The database the statement belongs to. */
+  get database(): Database {
+    return this.#c.database;
+  }
+
+  /** True when the statement returns rows (it has result columns). */
+  get reader(): boolean {
+    return this.#c.sym.sqlite3_column_count(this.#handle()) > 0;
+  }
+
+  /**
+   * The storage class of each column of the first row ("INTEGER", "FLOAT", "TEXT",
+   * "BLOB", "NULL"), found by running the statement to its first row with the parameters
+   * bound last; null for each column when there is no row. Only for statements that do
+   * not write.
+   */
+  get columnTypes(): (string | null)[] {
+    const h = this.#handle();
+    const s = this.#c.sym;
+    if (s.sqlite3_stmt_readonly(h) === 0) throw misuse("columnTypes runs the statement: not for one that writes", this.#sql);
+    this.#enter();
+    try {
+      if (this.#active) {
+        s.sqlite3_reset(h);
+        this.#active = false;
+        this.#generation++;
+      }
+      const n = s.sqlite3_column_count(h);
+      const rc = s.sqlite3_step(h);
+      const names = [null, "INTEGER", "FLOAT", "TEXT", "BLOB", "NULL"];
+      const out: (string | null)[] = [];
+      for (let i = 0; i < n; i++) out.push(rc === SQLITE_ROW ? names[s.sqlite3_column_type(h, i)] ?? null : null);
+      if (rc !== SQLITE_ROW && rc !== SQLITE_DONE) throw this.#fail(h, rc);
+      s.sqlite3_reset(h);
+      return out;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Rows become instances of Class (made without calling its constructor, the columns
+   * set as own properties), so its methods and getters work on them.
+   *
+   * @example
+   * ```ts
+   * class User { name = ""; get upper() { return this.name.toUpperCase(); } }
+   * db.query("SELECT name FROM users").as(User).get()?.upper;
+   * ```
+   */
+  as<T extends object>(Class: new (...args: never[]) => T): Statement<T> {
+    if (typeof Class !== "function" || typeof Class.prototype !== "object" || Class.prototype === null) {
+      throw new TypeError("sqlite-multiwriter: as() takes a class");
+    }
+    this.#rowProto = Class.prototype as object;
+    return this as unknown as Statement<T>;
+  }
+
   /** True when the statement does not write. */
   get readonly(): boolean {
-    return this.#f.sym.sqlite3_stmt_readonly(this.#handle()) !== 0;
+    return this.#c.sym.sqlite3_stmt_readonly(this.#handle()) !== 0;
   }
 
   /** True after finalize() or the database's close(). */
@@ -145,11 +229,11 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   }
 
   #columns(h: Ptr): number {
-    const n = this.#f.sym.sqlite3_column_count(h);
+    const n = this.#c.sym.sqlite3_column_count(h);
     if (n !== this.#ncols) {
       // The schema may have changed under SELECT *: names are read again.
       const names: string[] = [];
-      for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#f.sym.sqlite3_column_name(h, i)));
+      for (let i = 0; i < n; i++) names.push(this.#f.cstring(this.#c.sym.sqlite3_column_name(h, i)));
       this.#names = names;
       this.#protoColumn = names.includes("__proto__");
       this.#ncols = n;
@@ -161,7 +245,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     if (this.#byName === null) {
       const map = new Map<string, number>();
       for (let i = 1; i <= this.#nparams; i++) {
-        const p = this.#f.sym.sqlite3_bind_parameter_name(h, i);
+        const p = this.#c.sym.sqlite3_bind_parameter_name(h, i);
         if (this.#f.isNull(p)) continue; // a bare ?
         map.set(this.#f.cstring(p), i);
       }
@@ -173,7 +257,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   // Resets (when a previous run was left open), binds, and returns the handle.
   #start(params: unknown[]): Ptr {
     const h = this.#handle();
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     this.#generation++;
     if (this.#active) {
       s.sqlite3_reset(h);
@@ -205,17 +289,15 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     const names = this.#paramNames(h);
     const strict = this.#c.strict;
     const seen = strict ? new Set<number>() : null;
-    if (!strict) this.#f.sym.sqlite3_clear_bindings(h); // names not given bind NULL
+    if (!strict) this.#c.sym.sqlite3_clear_bindings(h); // names not given bind NULL
     for (const key of Object.keys(params)) {
       let index = names.get(key);
-      if (index === undefined && strict) {
+      if (index === undefined) {
+        // A bare name finds its prefixed parameter (as @db/sqlite and better-sqlite3 allow).
         index = names.get("$" + key) ?? names.get(":" + key) ?? names.get("@" + key);
       }
       if (index === undefined) {
-        const hint = !strict && /^[A-Za-z_]/.test(key)
-          ? ` (names keep their prefix, e.g. "$${key}", unless the database is opened with strict: true)`
-          : "";
-        throw rangeError(`unknown parameter "${key}"${hint}`, this.#sql);
+        throw rangeError(`unknown parameter "${key}"`, this.#sql);
       }
       seen?.add(index);
       const rc = bindValue(this.#f, h, index, params[key], `"${key}"`);
@@ -231,16 +313,18 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   #fail(h: Ptr, rc: number): Error {
     const err = this.#c.error(rc, this.#sql);
-    this.#f.sym.sqlite3_reset(h);
+    this.#c.sym.sqlite3_reset(h);
     this.#active = false;
     return err;
   }
 
   #row(h: Ptr, n: number): Row {
-    const row: Record<string, SQLValue> = {};
+    const row: Record<string, SQLValue> = this.#rowProto === null ? {} : Object.create(this.#rowProto);
     const names = this.#names;
-    if (this.#protoColumn) {
-      // A column named __proto__ must be a plain property, never the row's prototype.
+    if (this.#protoColumn || this.#rowProto !== null) {
+      // A column named __proto__ must be a plain property, never the row's prototype; and
+      // on an instance of a class, a column is an own property even where the class has a
+      // setter or getter of that name.
       for (let i = 0; i < n; i++) {
         Object.defineProperty(row, names[i], {
           value: readColumn(this.#f, h, i, this.#safe),
@@ -261,76 +345,104 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return out;
   }
 
+  // Steps h to its end, handing each row to onRow. A statement outside an explicit
+  // transaction whose commit lost to another writer (SQLITE_BUSY_SNAPSHOT; SQLite rolled it
+  // back and is in autocommit again) is run again, as the busy handler of stock SQLite would
+  // wait, within the busy timeout (Connection.retryLost decides). onRetry forgets the rows
+  // of the attempt that lost.
+  #drive(h: Ptr, onRow: (h: Ptr) => void, onRetry: () => void): void {
+    const s = this.#c.sym;
+    const db = this.#c.handle();
+    const since = Date.now();
+    for (let attempt = 1;; attempt++) {
+      const autocommit = s.sqlite3_get_autocommit(db) !== 0;
+      let rc: number;
+      while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) onRow(h);
+      if (rc === SQLITE_DONE) {
+        s.sqlite3_reset(h);
+        return;
+      }
+      if (autocommit && this.#c.retryLost(h, rc, attempt, since)) {
+        s.sqlite3_reset(h); // the bindings stay
+        onRetry();
+        continue;
+      }
+      throw this.#fail(h, rc);
+    }
+  }
+
   #run(params: Params): RunResult {
     const h = this.#start(params);
-    const s = this.#f.sym;
-    let rc: number;
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW);
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
+    const s = this.#c.sym;
     const db = this.#c.handle();
+    // changes() keeps the count of the last INSERT/UPDATE/DELETE: a statement that changed
+    // no row (a SELECT, a CREATE, a DELETE of nothing) reports 0, as bun:sqlite does.
+    const before = s.sqlite3_total_changes64(db);
+    this.#drive(h, () => {}, () => {});
+    const wrote = s.sqlite3_total_changes64(db) !== before;
     return {
-      changes: Number(s.sqlite3_changes64(db)),
+      changes: wrote ? Number(s.sqlite3_changes64(db)) : 0,
       lastInsertRowid: int(s.sqlite3_last_insert_rowid(db), this.#safe),
     };
   }
 
   #all(params: Params): Row[] {
     const h = this.#start(params);
-    const s = this.#f.sym;
     const rows: Row[] = [];
-    let rc: number;
     let n = -1; // read after the first step: a re-prepare after a schema change may alter it
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
+    this.#drive(h, (h) => {
       if (n < 0) n = this.#columns(h);
       rows.push(this.#row(h, n));
-    }
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
+    }, () => {
+      rows.length = 0;
+    });
     return rows;
   }
 
-  #get(params: Params): Row | null {
+  // One row for get()/value(). A statement that writes (INSERT ... RETURNING) runs to its
+  // end, so that its commit happens here and a lost one is retried or reported.
+  #first<T>(params: Params, read: (h: Ptr, n: number) => T): T | undefined {
     const h = this.#start(params);
-    const s = this.#f.sym;
+    const s = this.#c.sym;
+    if (s.sqlite3_stmt_readonly(h) === 0) {
+      let first: T | undefined;
+      this.#drive(h, (h) => {
+        if (first === undefined) first = read(h, this.#columns(h));
+      }, () => {
+        first = undefined;
+      });
+      return first;
+    }
     const rc = s.sqlite3_step(h);
     if (rc === SQLITE_ROW) {
-      const row = this.#row(h, this.#columns(h));
-      s.sqlite3_reset(h);
-      return row;
-    }
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
-    return null;
-  }
-
-  #values(params: Params): SQLValue[][] {
-    const h = this.#start(params);
-    const s = this.#f.sym;
-    const rows: SQLValue[][] = [];
-    let rc: number;
-    let n = -1;
-    while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) {
-      if (n < 0) n = this.#columns(h);
-      rows.push(this.#array(h, n));
-    }
-    if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
-    s.sqlite3_reset(h);
-    return rows;
-  }
-
-  #value(params: Params): SQLValue[] | undefined {
-    const h = this.#start(params);
-    const s = this.#f.sym;
-    const rc = s.sqlite3_step(h);
-    if (rc === SQLITE_ROW) {
-      const row = this.#array(h, this.#columns(h));
+      const row = read(h, this.#columns(h));
       s.sqlite3_reset(h);
       return row;
     }
     if (rc !== SQLITE_DONE) throw this.#fail(h, rc);
     s.sqlite3_reset(h);
     return undefined;
+  }
+
+  #get(params: Params): Row | null {
+    return this.#first(params, (h, n) => this.#row(h, n)) ?? null;
+  }
+
+  #values(params: Params): SQLValue[][] {
+    const h = this.#start(params);
+    const rows: SQLValue[][] = [];
+    let n = -1;
+    this.#drive(h, (h) => {
+      if (n < 0) n = this.#columns(h);
+      rows.push(this.#array(h, n));
+    }, () => {
+      rows.length = 0;
+    });
+    return rows;
+  }
+
+  #value(params: Params): SQLValue[] | undefined {
+    return this.#first(params, (h, n) => this.#array(h, n));
   }
 
   /** Runs the statement to completion; returns the changes and the last rowid. */
@@ -388,12 +500,19 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
    * read snapshot) until the iterator ends or is closed (break / return()).
    */
   iterate(...params: Params): IterableIterator<Row> {
-    if (this.#busy) throw misuse("the statement is running (used again from inside a custom function)", this.#sql);
-    const h = this.#start(params);
+    // Busy while binding too: a parameter getter that finalizes the statement or closes
+    // the database would free the sqlite3_stmt under the bind loop.
+    this.#enter();
+    let h: Ptr;
+    try {
+      h = this.#start(params);
+    } finally {
+      this.#busy = false;
+    }
     const generation = this.#generation;
     this.#active = true;
     let n = -1;
-    const s = this.#f.sym;
+    const s = this.#c.sym;
     let done = false;
     const finish = (): void => {
       done = true;
@@ -444,6 +563,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return this.iterate(...params);
   }
 
+  /** Iterates the rows without parameters (`for (const row of stmt)`). */
   [Symbol.iterator](): IterableIterator<Row> {
     return this.iterate();
   }
@@ -454,14 +574,16 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     if (h === null) return;
     if (this.#busy) throw misuse("cannot finalize the statement while it runs", this.#sql);
     this.#h = null;
-    this.#f.sym.sqlite3_finalize(h);
+    this.#c.sym.sqlite3_finalize(h);
     this.#c.forget(this);
   }
 
+  /** Finalizes the statement at the end of a `using` block. */
   [Symbol.dispose](): void {
     this.finalize();
   }
 
+  /** The SQL with the current parameter values (the SQL alone once finalized). */
   toString(): string {
     return this.#h === null ? this.#sql : this.expandedSql;
   }

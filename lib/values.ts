@@ -14,6 +14,8 @@ export type BindParams = Record<string, BindValue>;
 
 /** SQLITE_TRANSIENT: SQLite copies the bytes during the call. */
 const TRANSIENT = -1;
+/** SQLITE_UTF8, the encoding argument of the *_text64 calls. */
+const UTF8 = 1;
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 // A non-empty buffer with length 0, so that "" binds as empty text and not as NULL.
@@ -28,10 +30,52 @@ export function describe(value: unknown): string {
   return typeof value;
 }
 
-function asBytes(v: ArrayBufferView | ArrayBuffer): Uint8Array {
-  if (v instanceof Uint8Array) return v;
-  if (v instanceof ArrayBuffer) return new Uint8Array(v);
-  return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+// The intrinsic getters of typed arrays and DataView. A view's own `length` or
+// `byteLength` may be a property or a subclass getter that lies; these read the engine's
+// slots, so the length handed to C is always the bytes that exist.
+const TypedArrayProto = Object.getPrototypeOf(Uint8Array.prototype) as object;
+function getter(proto: object, name: string): (this: unknown) => unknown {
+  const d = Object.getOwnPropertyDescriptor(proto, name);
+  if (d?.get === undefined) throw new Error(`no intrinsic ${name} getter`);
+  return d.get as (this: unknown) => unknown;
+}
+const taBuffer = getter(TypedArrayProto, "buffer");
+const taOffset = getter(TypedArrayProto, "byteOffset");
+const taLength = getter(TypedArrayProto, "byteLength");
+const dvBuffer = getter(DataView.prototype, "buffer");
+const dvOffset = getter(DataView.prototype, "byteOffset");
+const dvLength = getter(DataView.prototype, "byteLength");
+const abLength = getter(ArrayBuffer.prototype, "byteLength");
+const sabLength = typeof SharedArrayBuffer === "function"
+  ? getter(SharedArrayBuffer.prototype, "byteLength")
+  : null;
+
+/** SQLite's hard ceiling on one value (SQLITE_MAX_LENGTH); longer ones are SQLITE_TOOBIG. */
+export const MAX_VALUE_BYTES = 2 ** 31 - 1;
+
+/**
+ * A plain Uint8Array over exactly the bytes of a view or buffer, with its offset and
+ * length read once from the engine's own slots (never from properties the caller can
+ * override). The result's `length` is then the truth.
+ */
+export function asBytes(v: ArrayBufferView | ArrayBuffer | SharedArrayBuffer): Uint8Array {
+  if (ArrayBuffer.isView(v)) {
+    const dv = v instanceof DataView;
+    const buffer = (dv ? dvBuffer : taBuffer).call(v) as ArrayBuffer;
+    const offset = (dv ? dvOffset : taOffset).call(v) as number;
+    const length = (dv ? dvLength : taLength).call(v) as number;
+    return new Uint8Array(buffer, offset, length);
+  }
+  if (v instanceof ArrayBuffer) return new Uint8Array(v, 0, abLength.call(v) as number);
+  if (sabLength !== null && v instanceof SharedArrayBuffer) {
+    return new Uint8Array(v, 0, sabLength.call(v) as number);
+  }
+  throw new TypeError(`expected bytes (a typed array, DataView or ArrayBuffer), got ${describe(v)}`);
+}
+
+function isBytes(v: object): v is ArrayBufferView | ArrayBuffer | SharedArrayBuffer {
+  return ArrayBuffer.isView(v) || v instanceof ArrayBuffer ||
+    (typeof SharedArrayBuffer === "function" && v instanceof SharedArrayBuffer);
 }
 
 /** Binds one value at 1-based index i; returns SQLite's result code. */
@@ -53,8 +97,9 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
         const { written } = encoder.encodeInto(v, SCRATCH);
         return s.sqlite3_bind_text(stmt, i, SCRATCH, written, TRANSIENT);
       }
+      // The 64-bit call: a length of 2 GiB or more is SQLITE_TOOBIG, never truncated.
       const bytes = encoder.encode(v);
-      return s.sqlite3_bind_text(stmt, i, bytes, bytes.length, TRANSIENT);
+      return s.sqlite3_bind_text64(stmt, i, bytes, bytes.length, TRANSIENT, UTF8);
     }
     case "bigint":
       if (v < INT64_MIN || v > INT64_MAX) {
@@ -67,11 +112,11 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
       return s.sqlite3_bind_null(stmt, i);
     case "object":
       if (v === null) return s.sqlite3_bind_null(stmt, i);
-      if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) {
+      if (isBytes(v)) {
         const bytes = asBytes(v);
         // A zero-length array may have no address: bind an empty blob explicitly.
         if (bytes.length === 0) return s.sqlite3_bind_zeroblob(stmt, i, 0);
-        return s.sqlite3_bind_blob(stmt, i, bytes, bytes.length, TRANSIENT);
+        return s.sqlite3_bind_blob64(stmt, i, bytes, bytes.length, TRANSIENT);
       }
   }
   throw new TypeError(
@@ -153,7 +198,7 @@ export function setResult(f: Ffi, ctx: Ptr, v: unknown): void {
     case "string": {
       if (v.length === 0) return s.sqlite3_result_text(ctx, EMPTY_TEXT, 0, TRANSIENT);
       const bytes = encoder.encode(v);
-      s.sqlite3_result_text(ctx, bytes, bytes.length, TRANSIENT);
+      s.sqlite3_result_text64(ctx, bytes, bytes.length, TRANSIENT, UTF8);
       return;
     }
     case "boolean":
@@ -164,18 +209,23 @@ export function setResult(f: Ffi, ctx: Ptr, v: unknown): void {
       return;
     case "object":
       if (v === null) return s.sqlite3_result_null(ctx);
-      if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) {
+      if (isBytes(v)) {
         const bytes = asBytes(v);
         if (bytes.length === 0) return s.sqlite3_result_zeroblob(ctx, 0);
-        s.sqlite3_result_blob(ctx, bytes, bytes.length, TRANSIENT);
+        s.sqlite3_result_blob64(ctx, bytes, bytes.length, TRANSIENT);
         return;
       }
   }
   throw new TypeError(`a custom function cannot return a value of type ${describe(v)}`);
 }
 
-/** NUL-terminated UTF-8 for a C string argument. */
-export function cstr(s: string): Uint8Array {
+/**
+ * NUL-terminated UTF-8 for a C string argument. A NUL inside would silently cut the
+ * string in C (a path would lose its `?vfs=multiwriter`, a name its tail): refused.
+ */
+export function cstr(s: string, what = "a string passed to SQLite"): Uint8Array {
+  if (typeof s !== "string") throw new TypeError(`sqlite-multiwriter: ${what} must be a string, got ${describe(s)}`);
+  if (s.includes("\0")) throw new TypeError(`sqlite-multiwriter: ${what} contains a NUL character`);
   return encoder.encode(s + "\0");
 }
 

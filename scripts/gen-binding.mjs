@@ -25,7 +25,8 @@ function entries(table, what) {
 
 function line(name, def) {
   const args = def.args.map((a) => JSON.stringify(a)).join(", ");
-  return `  ${name}: { args: [${args}], returns: ${JSON.stringify(def.returns)} },`;
+  const callback = def.callback === true ? ", callback: true" : "";
+  return `  ${name}: { args: [${args}], returns: ${JSON.stringify(def.returns)}${callback} },`;
 }
 
 /** The generated TypeScript for a parsed description. */

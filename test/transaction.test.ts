@@ -79,7 +79,7 @@ describe("transaction()", () => {
         b.run("INSERT INTO x VALUES (1)");
         return "ok";
       } catch (e) {
-        return (e as SQLiteError).code;
+        return (e as SQLiteError).primaryCode;
       }
     };
     const tx = a.transaction(() => tryWrite());

@@ -40,7 +40,10 @@ function sleepMs(ms: number): void {
 
 // Bun has crashed when Workers of one process dlopen the same library at the same time,
 // so the first dlopen of each Worker takes a per-process lock (a directory: mkdir is
-// atomic). A lock older than 10 s is left over by a crashed thread and is broken.
+// atomic). It is held only around dlopen (milliseconds), so a lock older than STALE_MS was
+// left by a thread that died holding it (a Worker terminated during its dlopen: its
+// `finally` never runs) and is broken.
+export const STALE_MS = 2_000;
 function withDlopenLock<T>(fn: () => T): T {
   const lock = join(tmpdir(), `sqlite-multiwriter-dlopen-${process.pid}.lock`);
   for (let waited = 0;; waited++) {
@@ -50,7 +53,7 @@ function withDlopenLock<T>(fn: () => T): T {
     } catch (e) {
       if ((e as { code?: string }).code !== "EEXIST") return fn(); // no lock possible here
       try {
-        if (Date.now() - statSync(lock).mtimeMs > 10_000) rmdirSync(lock);
+        if (Date.now() - statSync(lock).mtimeMs > STALE_MS) rmdirSync(lock);
       } catch { /* released meanwhile */ }
       sleepMs(Math.min(1 + waited, 10));
     }
@@ -77,6 +80,8 @@ export function loadBun(path: string): Ffi {
     runtime: "bun",
     path,
     sym: lib.symbols as unknown as Symbols,
+    // Bun's JSCallback runs safely from any call: one table serves both.
+    symSafe: lib.symbols as unknown as Symbols,
     NULL: 0 as unknown as Ptr,
     isNull: (p) => !p,
     cstring: (p) => (p ? new CString(num(p)).toString() : ""),

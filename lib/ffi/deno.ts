@@ -10,7 +10,7 @@ type DenoPointer = object | null;
 interface DenoFfi {
   dlopen(
     path: string,
-    symbols: Record<string, { parameters: string[]; result: string }>,
+    symbols: Record<string, { name?: string; parameters: string[]; result: string | { struct: string[] } }>,
   ): { symbols: Record<string, (...args: unknown[]) => unknown> };
   UnsafePointer: {
     create(value: bigint): DenoPointer;
@@ -40,13 +40,56 @@ function narrow(v: bigint | number): number | bigint {
   return v <= MAX_EXACT && v >= -MAX_EXACT ? Number(v) : v;
 }
 
+// Deno closes a Worker's libraries when the Worker ends; when that was the last handle the
+// library is unmapped while the engine's background threads (and a connection the Worker
+// left open) still run its code: the process crashes. Opening it once more through the C
+// loader with RTLD_NODELETE keeps it mapped for the life of the process. Best effort: where
+// no C loader is found (Windows) nothing is pinned.
+const LOADERS: Record<string, { names: string[]; flags: number }> = {
+  // RTLD_NOW | RTLD_NODELETE (glibc and musl: 0x1000; macOS: 0x80).
+  linux: { names: ["libc.so.6", "libc.so", "libdl.so.2"], flags: 0x2 | 0x1000 },
+  darwin: { names: ["/usr/lib/libSystem.B.dylib"], flags: 0x2 | 0x80 },
+};
+let pinned = false;
+
+function pinLibrary(D: DenoFfi, path: string): void {
+  if (pinned) return;
+  const os = (globalThis as unknown as { Deno: { build: { os: string } } }).Deno.build.os;
+  const loader = LOADERS[os];
+  if (loader === undefined) return;
+  for (const name of loader.names) {
+    try {
+      const libc = D.dlopen(name, { dlopen: { parameters: ["buffer", "i32"], result: "pointer" } });
+      try {
+        const fn = libc.symbols.dlopen as (file: Uint8Array, flags: number) => object | null;
+        // The handle is never closed: that is the point.
+        if (fn(new TextEncoder().encode(path + "\0"), loader.flags) !== null) pinned = true;
+      } finally {
+        (libc as unknown as { close(): void }).close();
+      }
+      return;
+    } catch { /* try the next name */ }
+  }
+}
+
 export function loadDeno(path: string): Ffi {
   const D = (globalThis as unknown as { Deno: DenoFfi }).Deno;
-  const table: Record<string, { parameters: string[]; result: string }> = {};
+  const table: Record<string, { name?: string; parameters: string[]; result: string | { struct: string[] } }> = {};
+  const slow: string[] = [];
   for (const [name, def] of Object.entries(functions)) {
     table[name] = { parameters: def.args.map(nativeType), result: nativeType(def.returns) };
+    if ("callback" in def && def.callback === true && def.returns === "i32") {
+      // V8 aborts the process when a garbage collection inside a JS callback deoptimizes
+      // the frame of a fast API call that returns a value, and Deno fast-calls every
+      // symbol whose types allow it. A struct result is never fast-called: the same C
+      // function, declared as returning struct { int32_t }, which every supported ABI
+      // returns exactly as an int (in eax / w0 / rax).
+      table[`${name}$slow`] = { name, parameters: def.args.map(nativeType), result: { struct: ["i32"] } };
+      slow.push(name);
+    }
   }
   const lib = D.dlopen(path, table);
+  pinLibrary(D, path);
   // Deno returns every 64-bit result as a BigInt; the neutral contract is a number when
   // it is exact (as Bun's i64_fast does), so those few symbols get a narrowing wrapper.
   const symbols: Record<string, unknown> = { ...lib.symbols };
@@ -59,6 +102,16 @@ export function loadDeno(path: string): Ffi {
       ? (a: unknown, b: unknown) => narrow(raw(a, b))
       : (...args: unknown[]) => narrow((raw as (...a: unknown[]) => bigint | number)(...args));
   }
+  const safe: Record<string, unknown> = { ...symbols };
+  for (const name of slow) {
+    const raw = lib.symbols[`${name}$slow`] as (...a: unknown[]) => Uint8Array;
+    delete symbols[`${name}$slow`];
+    delete safe[`${name}$slow`];
+    safe[name] = (...args: unknown[]): number => {
+      const r = raw(...args); // the int's 4 bytes, little-endian on every supported CPU
+      return r[0] | (r[1] << 8) | (r[2] << 16) | (r[3] << 24);
+    };
+  }
   const { UnsafePointer, UnsafePointerView, UnsafeCallback } = D;
   const obj = (p: Ptr): object => p as unknown as object;
   const view = (p: Ptr, n: number): ArrayBuffer => UnsafePointerView.getArrayBuffer(obj(p), n);
@@ -66,6 +119,7 @@ export function loadDeno(path: string): Ffi {
     runtime: "deno",
     path,
     sym: symbols as unknown as Symbols,
+    symSafe: safe as unknown as Symbols,
     NULL: null as unknown as Ptr,
     isNull: (p) => p === null,
     cstring: (p) => (p === null ? "" : UnsafePointerView.getCString(obj(p))),

@@ -16,27 +16,43 @@ export const NO_DOWNLOAD_ENV = "SQLITE_MULTIWRITER_NO_DOWNLOAD";
 /** The cache folder (default: $XDG_CACHE_HOME, ~/.cache or %LOCALAPPDATA%, + /sqlite-multiwriter). */
 export const CACHE_ENV = "SQLITE_MULTIWRITER_CACHE";
 
+/** One native file of a release. */
 export interface ManifestFile {
+  /** Its file name once installed, e.g. "libmwsqlite3.so". */
   readonly file: string;
+  /** The release asset to download. */
   readonly asset: string;
+  /** Its sha256, checked after the download and at every load from the cache. */
   readonly sha256: string;
+  /** Its size in bytes. */
   readonly size: number;
 }
 
+/** The native files of one target (os, cpu, libc). */
 export interface ManifestTarget {
+  /** The os, as process.platform names it. */
   readonly os: string;
+  /** The cpu, as process.arch names it. */
   readonly cpu: string;
+  /** "glibc" or "musl" on Linux. */
   readonly libc?: string;
+  /** SQLite with the engine built in (what the package loads). */
   readonly library: ManifestFile;
+  /** The engine as a SQLite extension (for the sqlite3 shell and C programs). */
   readonly extension: ManifestFile;
 }
 
 /** The manifest that release/manifest.mjs writes (schema 1). */
 export interface NativeManifest {
+  /** The manifest format's version (1). */
   readonly schema: number;
+  /** The package name. */
   readonly name: string;
+  /** The package version the files belong to. */
   readonly version: string;
+  /** The SQLite version built in. */
   readonly sqlite: string | null;
+  /** The files per target name, e.g. "linux-x64-gnu". */
   readonly targets: Readonly<Record<string, ManifestTarget>>;
 }
 

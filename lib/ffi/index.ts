@@ -2,6 +2,7 @@
 // own binding of the same process-wide library) through the adapter of the runtime that
 // runs us. The rest of lib/ calls ffi() and never asks which runtime it is.
 import { loadBun } from "./bun.ts";
+import { checkLibraryFile, explainLoadError } from "./check.ts";
 import { loadDeno } from "./deno.ts";
 import { resolveLibrary } from "./resolve.ts";
 import type { Ffi } from "./types.ts";
@@ -32,13 +33,19 @@ export function ffi(explicitPath?: string | URL): Ffi {
     );
   }
   const runtime = currentRuntime();
-  if (runtime === "bun") loaded = loadBun(path);
-  else if (runtime === "deno") loaded = loadDeno(path);
-  else {
+  if (runtime === null) {
     throw new Error(
       "sqlite-multiwriter runs on Bun (bun:ffi) or Deno (Deno.dlopen, with --allow-ffi); " +
         "this runtime offers neither",
     );
   }
-  return loaded;
+  checkLibraryFile(path); // before dlopen maps it
+  let made: Ffi;
+  try {
+    made = runtime === "bun" ? loadBun(path) : loadDeno(path);
+  } catch (e) {
+    throw explainLoadError(path, e);
+  }
+  loaded = made;
+  return made;
 }

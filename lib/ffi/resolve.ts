@@ -21,13 +21,16 @@ import {
   type NativeManifest,
 } from "./download.ts";
 
+/** The environment variable naming the native library file to load (after `libraryPath`). */
 export const LIBRARY_ENV = "SQLITE_MULTIWRITER_LIB";
 /** `1` skips the build output of the checkout (to test the places after it). */
 export const NO_CHECKOUT_ENV = "SQLITE_MULTIWRITER_NO_CHECKOUT";
 
 /** Thrown when no place has the library; `searched` lists each place and why it failed. */
 export class LibraryNotFoundError extends Error {
+  /** Each place looked at, with why it did not hold the library. */
   readonly searched: readonly string[];
+  /** Makes the error from the places looked at. */
   constructor(searched: string[]) {
     super(
       "sqlite-multiwriter: cannot find the native library. Looked in:\n" +
@@ -40,12 +43,15 @@ export class LibraryNotFoundError extends Error {
   }
 }
 
+/** Where resolveLibrary()/ensureLibrary() look; every field has a default (tests set them). */
 export interface ResolveOptions {
   /** An explicit library path (or file: URL); when given it is the only place looked at. */
   explicit?: string | URL;
   /** The environment (defaults to process.env). */
   env?: Record<string, string | undefined>;
+  /** The platform, as process.platform names it (defaults to the running one). */
   platform?: string;
+  /** The CPU, as process.arch names it (defaults to the running one). */
   arch?: string;
   /** "glibc" or "musl" on Linux (detected when omitted). */
   libc?: "glibc" | "musl";
@@ -57,8 +63,11 @@ export interface ResolveOptions {
   manifest?: NativeManifest;
 }
 
+/** The library file found, and which place it came from. */
 export interface Resolved {
+  /** The absolute path of the library file. */
   path: string;
+  /** The place: an explicit path, the environment, the platform package, the checkout, or the download cache. */
   source: "explicit" | "env" | "package" | "checkout" | "download";
 }
 

@@ -47,6 +47,12 @@ export interface Ffi {
   /** The file the library was loaded from. */
   readonly path: string;
   readonly sym: Symbols;
+  /**
+   * The same symbols, except that those which may call back into JS (marked "callback" in
+   * functions.json) are never called through the runtime's fast path; used by connections
+   * that have JS callbacks (see lib/ffi/deno.ts).
+   */
+  readonly symSafe: Symbols;
   /** The null pointer in this runtime's representation. */
   readonly NULL: Ptr;
   isNull(p: Ptr): boolean;

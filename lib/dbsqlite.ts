@@ -1,0 +1,407 @@
+// lib/dbsqlite.ts: the @db/sqlite face of the JSR entry. Where @db/sqlite and bun:sqlite
+// disagree, code written for @db/sqlite expects its behaviour: exec(), run() and
+// Statement.run() return the number of changed rows, get()/value() give undefined when
+// there is no row, columnNames() is a method, Date values bind as ISO text and plain
+// objects and arrays as JSON, columns declared JSON are parsed (parseJson), aggregates end
+// with `final`. Thin wrappers over the one core (lib/database.ts, lib/statement.ts): no
+// SQLite logic lives here.
+import { type AggregateOptions, Database as Core, type FunctionOptions, type TransactionFunction } from "./database.ts";
+import type { BlobOpenOptions, SQLBlob } from "./blob.ts";
+import type { DatabaseOptions } from "./options.ts";
+import type { Statement as CoreStatement } from "./statement.ts";
+import type { BindValue, SQLValue } from "./values.ts";
+
+/** A value @db/sqlite binds: the core's values, plus Date (ISO text) and JSON-able objects. */
+export type DbBindValue = BindValue | Date | Record<string, unknown> | unknown[];
+/** Named parameters, with or without their prefix. */
+export type DbBindParams = Record<string, DbBindValue>;
+/** The parameters a statement method takes: values in order, one array, or one object of names. */
+export type DbParams = DbBindValue[] | [DbBindValue[]] | [DbBindParams];
+
+/** The options of the @db/sqlite face: the core's options plus @db/sqlite's own. */
+export interface DbDatabaseOptions extends DatabaseOptions {
+  /** Open a private in-memory database whatever the path says. */
+  memory?: boolean;
+  /** SQLite open flags (SQLITE_OPEN_READONLY, ...), instead of readonly/create. */
+  flags?: number;
+  /** Parse the text of columns declared JSON (default true). */
+  parseJson?: boolean;
+  /** Accepted for compatibility; connections here are always one thread's. */
+  unsafeConcurrency?: boolean;
+  /** Accepted for compatibility: loadExtension() works without it. */
+  enableLoadExtension?: boolean;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+function toCore(v: unknown): BindValue {
+  if (v instanceof Date) return v.toISOString();
+  if (Array.isArray(v) || isPlainObject(v)) return JSON.stringify(v);
+  return v as BindValue;
+}
+
+// The parameters as the core takes them, each value converted the @db/sqlite way.
+function convert(params: DbParams): BindValue[] | [BindValue[]] | [Record<string, BindValue>] {
+  if (params.length === 1) {
+    const only = params[0];
+    if (Array.isArray(only)) return [only.map(toCore)];
+    if (isPlainObject(only)) {
+      const out: Record<string, BindValue> = {};
+      for (const [k, v] of Object.entries(only)) out[k] = toCore(v);
+      return [out];
+    }
+  }
+  return (params as unknown[]).map(toCore);
+}
+
+/**
+ * A prepared statement with @db/sqlite's methods: `run()` returns the changes, `get()` and
+ * `value()` return undefined when there is no row, `bind()` sets parameters for later
+ * calls made without any.
+ *
+ * @example
+ * ```ts
+ * const stmt = db.prepare("SELECT name FROM users WHERE id = ?");
+ * const row = stmt.get<{ name: string }>(1);
+ * ```
+ */
+export class Statement {
+  readonly #s: CoreStatement<Record<string, SQLValue>>;
+  readonly #json: boolean;
+  #jsonColumns: Set<string> | null = null;
+  #bound: DbParams | null = null;
+
+  /** @internal Made by Database.prepare(). */
+  constructor(core: CoreStatement<Record<string, SQLValue>>, parseJson: boolean) {
+    this.#s = core;
+    this.#json = parseJson;
+  }
+
+  #args(params: DbParams): ReturnType<typeof convert> {
+    return convert(params.length === 0 && this.#bound !== null ? this.#bound : params);
+  }
+
+  // The columns declared JSON, found once (null when there is none or parsing is off).
+  #jsonSet(): Set<string> | null {
+    if (!this.#json) return null;
+    if (this.#jsonColumns === null) {
+      const names = this.#s.columnNames;
+      const types = this.#s.declaredTypes;
+      this.#jsonColumns = new Set(names.filter((_, i) => types[i]?.toUpperCase() === "JSON"));
+    }
+    return this.#jsonColumns.size > 0 ? this.#jsonColumns : null;
+  }
+
+  #parse<T>(row: Record<string, SQLValue>, json: Set<string>): T {
+    for (const name of json) {
+      const v = row[name];
+      if (typeof v === "string") {
+        try {
+          (row as Record<string, unknown>)[name] = JSON.parse(v);
+        } catch { /* not JSON after all: kept as text */ }
+      }
+    }
+    return row as T;
+  }
+
+  #parseArray<T>(row: SQLValue[], json: Set<string>): T {
+    const names = this.#s.columnNames;
+    return row.map((v, i) => {
+      if (typeof v !== "string" || !json.has(names[i])) return v;
+      try {
+        return JSON.parse(v);
+      } catch {
+        return v;
+      }
+    }) as T;
+  }
+
+  /** The SQL text. */
+  get sql(): string {
+    return this.#s.source;
+  }
+
+  /** The SQL with the current parameter values in place. */
+  get expandedSql(): string {
+    return this.#s.expandedSql;
+  }
+
+  /** True when the statement does not write. */
+  get readonly(): boolean {
+    return this.#s.readonly;
+  }
+
+  /** Number of parameters. */
+  get bindParameterCount(): number {
+    return this.#s.paramsCount;
+  }
+
+  /** True after finalize(). */
+  get finalized(): boolean {
+    return this.#s.finalized;
+  }
+
+  /** Column names of the result. */
+  columnNames(): string[] {
+    return this.#s.columnNames;
+  }
+
+  /** Sets the parameters used by later calls made without any; returns this. */
+  bind(...params: DbParams): this {
+    this.#bound = params;
+    return this;
+  }
+
+  /** Runs the statement; returns the number of rows it changed. */
+  run(...params: DbParams): number {
+    return this.#s.run(...this.#args(params)).changes;
+  }
+
+  /** All rows as objects. */
+  all<T extends object = Record<string, SQLValue>>(...params: DbParams): T[] {
+    const rows = this.#s.all(...this.#args(params));
+    const json = this.#jsonSet();
+    return json === null ? rows as unknown as T[] : rows.map((r) => this.#parse<T>(r, json));
+  }
+
+  /** The first row as an object, or undefined. */
+  get<T extends object = Record<string, SQLValue>>(...params: DbParams): T | undefined {
+    const row = this.#s.get(...this.#args(params));
+    if (row === null) return undefined;
+    const json = this.#jsonSet();
+    return json === null ? row as unknown as T : this.#parse<T>(row, json);
+  }
+
+  /** All rows as arrays. */
+  values<T extends unknown[] = SQLValue[]>(...params: DbParams): T[] {
+    const rows = this.#s.values(...this.#args(params));
+    const json = this.#jsonSet();
+    return json === null ? rows as unknown as T[] : rows.map((r) => this.#parseArray<T>(r, json));
+  }
+
+  /** The first row as an array, or undefined. */
+  value<T extends unknown[] = SQLValue[]>(...params: DbParams): T | undefined {
+    const row = this.#s.value(...this.#args(params));
+    if (row === undefined) return undefined;
+    const json = this.#jsonSet();
+    return json === null ? row as unknown as T : this.#parseArray<T>(row, json);
+  }
+
+  /** Rows one at a time (the statement stays open until the loop ends). */
+  *iter<T extends object = Record<string, SQLValue>>(...params: DbParams): IterableIterator<T> {
+    const json = this.#jsonSet();
+    for (const row of this.#s.iterate(...this.#args(params))) {
+      yield json === null ? row as unknown as T : this.#parse<T>(row, json);
+    }
+  }
+
+  /** Iterates the rows with the bound parameters. */
+  [Symbol.iterator](): IterableIterator<Record<string, SQLValue>> {
+    return this.iter();
+  }
+
+  /** Accepted for compatibility (custom functions are always allowed here); returns this. */
+  enableCallback(): this {
+    return this;
+  }
+
+  /** Frees the statement. */
+  finalize(): void {
+    this.#s.finalize();
+  }
+
+  /** Finalizes the statement at the end of a `using` block. */
+  [Symbol.dispose](): void {
+    this.finalize();
+  }
+
+  /** The SQL with the current parameter values. */
+  toString(): string {
+    return this.#s.toString();
+  }
+}
+
+/** An aggregate as @db/sqlite defines one: `final` turns the state into the result. */
+export interface DbAggregateOptions<S = unknown> extends FunctionOptions {
+  /** The state each group starts from, or a function making it. */
+  start?: S | (() => S);
+  /** Folds one row's arguments into the state. */
+  step: (state: S, ...args: SQLValue[]) => S;
+  /** The value the group returns (default: the state). */
+  final?: (state: S) => unknown;
+  /** Takes a row back out of the state (makes it a window function). */
+  inverse?: (state: S, ...args: SQLValue[]) => S;
+}
+
+/**
+ * A connection, with @db/sqlite's methods: `exec()`/`run()` return the number of changed
+ * rows, `prepare()` gives this face's Statement, `sql` runs a tagged template. The
+ * multi-writer engine is on by default; the core's options (busyTimeout, multiwriter, ...)
+ * are accepted too.
+ *
+ * @example
+ * ```ts
+ * import { Database } from "jsr:@sqlite-multiwriter/sqlite-multiwriter";
+ * const db = new Database("app.db");
+ * db.exec("CREATE TABLE IF NOT EXISTS t(x)");
+ * const changed = db.exec("INSERT INTO t VALUES (?)", 1); // 1
+ * const [row] = db.sql`SELECT count(*) AS n FROM t`;
+ * ```
+ */
+export class Database {
+  readonly #db: Core;
+  readonly #json: boolean;
+
+  /** Opens (and by default creates) a database; see DbDatabaseOptions. */
+  constructor(path: string | URL = ":memory:", options: DbDatabaseOptions = {}) {
+    if (typeof options !== "object" || options === null) throw new TypeError("sqlite-multiwriter: options must be an object");
+    const { memory, flags, parseJson, unsafeConcurrency: _u, enableLoadExtension: _e, ...core } = options;
+    this.#json = parseJson !== false;
+    this.#db = new Core(memory ? ":memory:" : path, flags !== undefined ? flags : core);
+  }
+
+  /** The core Database (the bun:sqlite-shaped API, the engine's statistics). */
+  get core(): Core {
+    return this.#db;
+  }
+
+  /** The path given to the constructor. */
+  get path(): string {
+    return this.#db.filename;
+  }
+
+  /** False after close(). */
+  get open(): boolean {
+    return this.#db.open;
+  }
+
+  /** True while a transaction is open. */
+  get inTransaction(): boolean {
+    return this.#db.inTransaction;
+  }
+
+  /** True when no transaction is open. */
+  get autocommit(): boolean {
+    return this.#db.autocommit;
+  }
+
+  /** Rows changed by the last INSERT, UPDATE or DELETE. */
+  get changes(): number {
+    return this.#db.changes;
+  }
+
+  /** Rows changed since the connection opened. */
+  get totalChanges(): number {
+    return this.#db.totalChanges;
+  }
+
+  /** The rowid of the last row inserted. */
+  get lastInsertRowId(): number | bigint {
+    return this.#db.lastInsertRowid;
+  }
+
+  /** Runs SQL (a script, or one statement with parameters); returns the rows it changed. */
+  exec(sql: string, ...params: DbParams): number {
+    return this.#db.run(sql, ...convert(params)).changes;
+  }
+
+  /** Alias of exec(). */
+  run(sql: string, ...params: DbParams): number {
+    return this.exec(sql, ...params);
+  }
+
+  /** A prepared statement. */
+  prepare(sql: string): Statement {
+    return new Statement(this.#db.prepare(sql), this.#json);
+  }
+
+  /**
+   * Runs a tagged template as one statement, the values bound as parameters; returns the
+   * rows.
+   */
+  sql<T extends object = Record<string, SQLValue>>(strings: TemplateStringsArray, ...values: DbBindValue[]): T[] {
+    if (!Array.isArray(strings)) throw new TypeError("sqlite-multiwriter: sql is a template tag: db.sql`SELECT ...`");
+    let text = strings[0];
+    for (let i = 1; i < strings.length; i++) text += `?${i}` + strings[i];
+    const stmt = this.prepare(text);
+    try {
+      return stmt.all<T>(...values);
+    } finally {
+      stmt.finalize();
+    }
+  }
+
+  /** Wraps fn in a transaction (see the core's transaction(): savepoints, retries). */
+  transaction<A extends unknown[], R>(fn: (...args: A) => R): TransactionFunction<A, R> {
+    return this.#db.transaction(fn);
+  }
+
+  /** Defines a scalar SQL function (options before or after the function). */
+  function(name: string, fn: (...args: SQLValue[]) => unknown, options?: FunctionOptions): this;
+  /** The same, with the options first. */
+  function(name: string, options: FunctionOptions, fn: (...args: SQLValue[]) => unknown): this;
+  function(
+    name: string,
+    a: ((...args: SQLValue[]) => unknown) | FunctionOptions,
+    b?: ((...args: SQLValue[]) => unknown) | FunctionOptions,
+  ): this {
+    if (typeof a === "function") this.#db.function(name, a, b as FunctionOptions | undefined);
+    else this.#db.function(name, a, b as (...args: SQLValue[]) => unknown);
+    return this;
+  }
+
+  /** Defines an aggregate (and, with `inverse`, window) function. */
+  aggregate<S = unknown>(name: string, options: DbAggregateOptions<S>): this {
+    const { final, ...rest } = options ?? ({} as DbAggregateOptions<S>);
+    const core: AggregateOptions<S> = { ...rest, result: final };
+    this.#db.aggregate(name, core);
+    return this;
+  }
+
+  /** Copies this database into `dest` (online backup); returns the pages copied. */
+  backup(dest: Database | string, name = "main"): number {
+    return this.#db.backup(dest instanceof Database ? dest.#db : dest, { schema: name });
+  }
+
+  /** Loads a SQLite extension. */
+  loadExtension(file: string, entryPoint?: string): void {
+    this.#db.loadExtension(file, entryPoint);
+  }
+
+  /** Accepted for compatibility: loadExtension() works without it. */
+  enableLoadExtension = true;
+
+  /** Opens one blob value for incremental I/O, with Web streams (see SQLBlob). */
+  openBlob(options: BlobOpenOptions): SQLBlob {
+    return this.#db.openBlob(options);
+  }
+
+  /** Stops the running statement (SQLITE_INTERRUPT). */
+  interrupt(): void {
+    this.#db.interrupt();
+  }
+
+  /** The database as bytes. */
+  serialize(schema = "main"): Uint8Array {
+    return this.#db.serialize(schema);
+  }
+
+  /** Replaces a schema with an in-memory copy of the bytes. */
+  deserialize(data: Uint8Array, options: { schema?: string; readonly?: boolean } = {}): void {
+    this.#db.deserialize(data, options);
+  }
+
+  /** Closes the database (finalizes its statements). */
+  close(): void {
+    this.#db.close();
+  }
+
+  /** Closes the database at the end of a `using` block. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

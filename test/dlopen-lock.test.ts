@@ -1,0 +1,29 @@
+// Bun: the per-process dlopen lock left behind by a thread that died holding it (a Worker
+// terminated during its first dlopen) is broken after a short while, not 10 s.
+import { mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { describe, expect, it } from "vitest";
+import { Database } from "../lib/mod.ts";
+import { runtime } from "./helpers.ts";
+
+describe.runIf(runtime === "bun")("the dlopen lock (Bun)", () => {
+  it("a lock left by a dead thread delays the next Worker by about 2 s at most", async () => {
+    new Database(":memory:").close(); // this thread's dlopen is done
+    const lock = join(tmpdir(), `sqlite-multiwriter-dlopen-${process.pid}.lock`);
+    mkdirSync(lock); // as a terminated Worker leaves it
+    try {
+      const worker = new Worker(new URL("./fixtures/open-once.ts", import.meta.url).href, { type: "module" });
+      const ms = await new Promise<number>((resolve, reject) => {
+        worker.onmessage = (ev: MessageEvent<number>) => resolve(ev.data);
+        worker.onerror = (ev: ErrorEvent) => reject(new Error(ev.message));
+      });
+      worker.terminate();
+      expect(ms).toBeGreaterThanOrEqual(1_500); // it did wait for the lock
+      expect(ms).toBeLessThan(8_000); // and did not wait the old 10 s
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  }, 30_000);
+});

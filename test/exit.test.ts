@@ -1,0 +1,31 @@
+// A process that ends normally with engine databases still open: the package closes them
+// at exit (as bun:sqlite does), so only the .db file is left and it holds the writes.
+import { execFileSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { Database } from "../lib/mod.ts";
+import { runtime, tempDir } from "./helpers.ts";
+
+const child = fileURLToPath(new URL("./fixtures/exit-child.ts", import.meta.url));
+
+function runChild(path: string, how: string[]): string {
+  const args = runtime === "bun" ? [child, path, ...how] : ["run", "-A", child, path, ...how];
+  return execFileSync(process.execPath, args, { stdio: "pipe", timeout: 60_000, encoding: "utf8" });
+}
+
+describe("databases left open at exit", () => {
+  for (const how of [[], ["exit"]]) {
+    it(`are closed when the process ends ${how.length ? "through process.exit()" : "normally"}`, () => {
+      const dir = tempDir();
+      const path = join(dir, "left.db");
+      expect(runChild(path, how)).toContain("open at exit: false false");
+      expect(readdirSync(dir)).toEqual(["left.db"]);
+      const db = new Database(path);
+      expect(db.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 1 });
+      db.close();
+    });
+  }
+});

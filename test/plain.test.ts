@@ -1,0 +1,80 @@
+// Plain statements outside transaction() from several Workers at once: a statement whose
+// commit lost to another writer is run again within the busy timeout (as stock SQLite's
+// busy handler waits), so none fails; explicit transactions keep the error.
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { Database, SQLiteError } from "../lib/mod.ts";
+import { tempDir } from "./helpers.ts";
+
+interface Result {
+  id: number;
+  failures: string[];
+  error?: string;
+}
+
+function runWorker(job: object): Promise<Result> {
+  const worker = new Worker(new URL("./fixtures/plain-worker.ts", import.meta.url).href, { type: "module" });
+  return new Promise<Result>((resolve, reject) => {
+    worker.onmessage = (ev: MessageEvent<Result>) => {
+      worker.terminate();
+      resolve(ev.data);
+    };
+    worker.onerror = (ev: ErrorEvent) => {
+      worker.terminate();
+      reject(new Error(`worker failed: ${ev.message}`));
+    };
+    worker.postMessage(job);
+  });
+}
+
+describe("plain statements under concurrency", () => {
+  it("4 Workers of single INSERT/UPDATE statements: zero failures, every row present", async () => {
+    const path = join(tempDir(), "plain.db");
+    const workers = 4;
+    const rounds = 150;
+    const db = new Database(path);
+    db.exec("CREATE TABLE items(worker INTEGER, i INTEGER, PRIMARY KEY (worker, i))");
+    db.exec("CREATE TABLE counter(id INTEGER PRIMARY KEY, v INTEGER NOT NULL)");
+    db.exec("INSERT INTO counter VALUES (1, 0), (2, 0)");
+    const results = await Promise.all(
+      Array.from({ length: workers }, (_, id) => runWorker({ path, id, rounds })),
+    );
+    for (const r of results) {
+      expect(r.error ?? "", `worker ${r.id}`).toBe("");
+      expect(r.failures, `worker ${r.id}`).toEqual([]);
+    }
+    expect(db.query("SELECT count(*) AS n FROM items").get()).toEqual({ n: workers * rounds });
+    for (let w = 0; w < workers; w++) {
+      expect(db.query("SELECT count(DISTINCT i) AS n FROM items WHERE worker = ?").get(w)).toEqual({ n: rounds });
+    }
+    expect(db.query("SELECT sum(v) AS v FROM counter").get()).toEqual({ v: 2 * workers * rounds });
+    db.close();
+  }, 180_000);
+
+  it("a lost plain statement is run again; an explicit transaction keeps SQLITE_BUSY_SNAPSHOT", () => {
+    const path = join(tempDir(), "lost.db");
+    const a = new Database(path);
+    const b = new Database(path);
+    a.exec("CREATE TABLE c(id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO c VALUES (1, 0)");
+    // Explicit: b reads, a commits, b's write loses and SQLite rolled b back.
+    b.exec("BEGIN");
+    expect(b.query("SELECT v FROM c").get()).toEqual({ v: 0 });
+    a.run("UPDATE c SET v = 10 WHERE id = 1");
+    let err: unknown;
+    try {
+      b.run("UPDATE c SET v = v + 1 WHERE id = 1");
+      b.exec("COMMIT");
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(SQLiteError);
+    expect((err as SQLiteError).extendedCode).toBe("SQLITE_BUSY_SNAPSHOT");
+    expect((err as SQLiteError).message).toMatch(/another writer committed first/);
+    if (b.inTransaction) b.exec("ROLLBACK");
+    // Plain: the same write outside BEGIN commits.
+    expect(b.run("UPDATE c SET v = v + 1 WHERE id = 1").changes).toBe(1);
+    expect(a.query("SELECT v FROM c").get()).toEqual({ v: 11 });
+    a.close();
+    b.close();
+  });
+});
