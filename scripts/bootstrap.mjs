@@ -48,9 +48,9 @@ function zigIsCurrent() {
 export function bootstrap() {
   if (!npmIsCurrent()) {
     // bun and deno ship their binaries in per-platform optional packages, so no install
-    // script has to run (npm 11 does not run them unless allowed). `npm install` follows the
-    // lock file; `npm ci` trips over an optional dependency of vite that npm leaves out of it.
-    run("npm", ["install", "--no-audit", "--no-fund", "--ignore-scripts"]);
+    // script has to run (npm 11 does not run them unless allowed). `npm ci` installs exactly
+    // the lock file (and fails when package.json and the lock disagree).
+    run("npm", ["ci", "--no-audit", "--no-fund", "--ignore-scripts"]);
     // Bun's own postinstall only swaps its placeholder for the binary of the platform
     // package that npm already installed: run it ourselves (no download).
     run("node", ["node_modules/bun/install.js"]);
