@@ -317,6 +317,14 @@ export class Database {
       // Nothing is locked: the commit was refused because another writer won.
       message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
     }
+    if (code === SQLITE_BUSY_SNAPSHOT && s.sqlite3_get_autocommit(db) === 0) {
+      // A commit is lost only at COMMIT/END, RELEASE of the outermost savepoint or the end
+      // of an autocommit statement, and SQLite has rolled its changes back. After a lost
+      // RELEASE it still reports a transaction (OP_Savepoint restores autocommit=0): the
+      // next statement would stay pending and vanish at close. Leave that empty
+      // transaction, so that a lost commit always returns the connection to autocommit.
+      s.sqlite3_exec(db, cstr("ROLLBACK"), null, null, null);
+    }
     return new SQLiteError(message, code, sql, s.sqlite3_error_offset(db));
   }
 
