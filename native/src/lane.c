@@ -193,18 +193,11 @@ static int main_size(sqlite3_file *f, sqlite3_int64 *pSize) {
   return SQLITE_OK;
 }
 
-/* The real SHARED lock is kept (a stock connection cannot checkpoint or change
-** the journal mode under the engine); higher levels are pretended. */
-static int main_lock(sqlite3_file *f, int level) {
-  mw_file *p = (mw_file *)f;
-  if (level == SQLITE_LOCK_SHARED) return p->real->pMethods->xLock(p->real, level);
-  return SQLITE_OK;
-}
-static int main_unlock(sqlite3_file *f, int level) {
-  mw_file *p = (mw_file *)f;
-  if (level == SQLITE_LOCK_NONE) return p->real->pMethods->xUnlock(p->real, level);
-  return SQLITE_OK;
-}
+/* Every level is pretended: the database's own handle holds EXCLUSIVE for as long
+** as the engine has the file open (guard.c), which keeps every connection outside
+** the engine away; a real lock here would conflict with it. */
+static int main_lock(sqlite3_file *f, int level) { return SQLITE_OK; }
+static int main_unlock(sqlite3_file *f, int level) { return SQLITE_OK; }
 static int main_check_reserved(sqlite3_file *f, int *pRes) {
   *pRes = 0;
   return SQLITE_OK;
