@@ -52,10 +52,14 @@ static mw_db *find_locked(const mw_file_id *id) {
 }
 
 int mw_db_is_open(const char *zPath) {
+  /* No stat (a system call) when nothing is open, and none under the registry's lock. */
   mw_mutex_lock(&registry_mu);
-  int yes = 0;
+  int any = registry != 0;
+  mw_mutex_unlock(&registry_mu);
   mw_file_id id;
-  if (registry && mw_file_identity(zPath, &id, 0) == SQLITE_OK) yes = find_locked(&id) != 0;
+  if (!any || mw_file_identity(zPath, &id, 0) != SQLITE_OK) return 0;
+  mw_mutex_lock(&registry_mu);
+  int yes = find_locked(&id) != 0;
   mw_mutex_unlock(&registry_mu);
   return yes;
 }
@@ -159,7 +163,12 @@ static void refuse_in_use(const char *zPath, char **pzErr) {
 /* Takes the engine's lock on the file (guard.c), with the message when refused. */
 static int lock_file(mw_db *db, char **pzErr) {
   int rc = mw_guard_lock(db->data);
-  if (rc == SQLITE_BUSY) refuse_in_use(db->path, pzErr);
+  if (rc == SQLITE_BUSY) {
+    refuse_in_use(db->path, pzErr);
+  } else if (rc != SQLITE_OK && pzErr && *pzErr == 0) {
+    *pzErr = sqlite3_mprintf("multiwriter: cannot lock %s (%s): the engine needs the file's "
+                             "locks to keep other processes out", db->path, sqlite3_errstr(rc));
+  }
   return rc;
 }
 
