@@ -371,6 +371,7 @@ int mw_db_release(mw_db *db) {
   if (clean && !mw_guard_readonly(db->data)) {
     rc = mw_guard_set_mark(db->data, 0);
     clean = rc == SQLITE_OK;
+    if (clean) mw_crash_point("close_after_unmark");
   }
 #if MW_USE_LOG
   int rc2 = mw_log_close(db->log, clean);

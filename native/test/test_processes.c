@@ -9,6 +9,8 @@
 **  - a process killed (kill -9) with its log left: a stock connection can neither
 **    read nor write the file, the next engine open replays the log, and after its
 **    close stock SQLite reads every row;
+**  - a crash between the last close's clearing of the header mark and its deletion of
+**    the log: a stock write made then survives the engine's reopen;
 **  - one process, one file under two names (hard links) or renamed while open: one
 **    database; a new file made at the old name while the old one is open is refused.
 ** argv[1] (from build.zig): the loadable extension; else zig-out/lib's. */
@@ -20,6 +22,7 @@
 #include <sys/wait.h>
 
 static const char *prog = "test_processes";
+static const char *self_exe;
 static char extension[1024];
 static int have_shell;
 
@@ -304,6 +307,53 @@ static void crash_then_stock(const char *dir) {
          (long long)n);
 }
 
+/* The re-executed child of crash_after_unmark: commits 20 rows and closes with the
+** crash point close_after_unmark armed (the close aborts between clearing the header
+** mark and deleting the log). */
+static int child_close_crash(const char *path) {
+  sqlite3 *db = tu_open(path, "");
+  tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT)");
+  for (int i = 0; i < 20; i++) tu_exec(db, "INSERT INTO t(who) VALUES ('engine')");
+  sqlite3_close(db);
+  return 3; /* not reached: the crash point aborts */
+}
+
+/* A crash after the last close cleared the mark, before the log went: the log's replay
+** must not overwrite what a stock connection writes then. */
+static void crash_after_unmark(const char *dir) {
+  char path[300], log[320];
+  snprintf(path, sizeof path, "%s/unmark.db", dir);
+  snprintf(log, sizeof log, "%s-mw", path);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    /* A fresh image: the crash point reads MW_CRASH_AT once per process. */
+    setenv("MW_CRASH_AT", "close_after_unmark", 1);
+    execl(self_exe, self_exe, "close-crash", path, (char *)0);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  CHECK(access(log, F_OK) == 0);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 20);
+  tu_exec(s, "INSERT INTO t(who) VALUES ('stock')");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  sqlite3 *db = tu_open(path, "");
+  CHECK(tu_int(db, "SELECT count(*) FROM t") == 21);
+  CHECK(tu_int(db, "SELECT count(*) FROM t WHERE who = 'stock'") == 1);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 21);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: crash between clearing the mark and deleting the log: a stock write survives "
+         "the reopen\n", prog);
+}
+
 /* One file under two names in one process: one database. */
 static void hard_links(const char *dir) {
   char a[300], b[300], msg[1024];
@@ -387,6 +437,11 @@ static void rename_open(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+  self_exe = argv[0];
+  if (argc == 3 && strcmp(argv[1], "close-crash") == 0) {
+    CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+    return child_close_crash(argv[2]);
+  }
   const char *dir = tu_tmpdir("processes");
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   snprintf(extension, sizeof extension, "%s", argc > 1 ? argv[1] : "zig-out/lib/libmultiwriter.so");
@@ -407,6 +462,7 @@ int main(int argc, char **argv) {
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
     { "two_engines", two_engines }, { "two_shells", two_shells },
     { "stock_beside", stock_beside }, { "crash_then_stock", crash_then_stock },
+    { "crash_after_unmark", crash_after_unmark },
     { "hard_links", hard_links }, { "rename_open", rename_open },
   };
   const char *only = getenv("MW_PROCESSES_CASE");
