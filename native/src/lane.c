@@ -3,7 +3,7 @@
 **   - the main file: reads come from the page store at the lane's snapshot (else
 **     from the file), every page read in a snapshot joins the read set; writes
 **     (checkpoints of the private WAL) are discarded; the size is the snapshot's;
-**     locks above SHARED are pretended; no mmap.
+**     every lock level is pretended (guard.c holds the real one); no mmap.
 **   - the private wal-index: heap regions, every lock granted at once but watched:
 **     a read mark taken SHARED begins a snapshot, the last one released ends it
 **     (unless the write lock is still held: walRestartLog swaps read marks then).
