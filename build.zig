@@ -156,6 +156,8 @@ pub fn build(b: *std.Build) void {
         const run = b.addRunArtifact(exe);
         run.setCwd(b.path("."));
         run.has_side_effects = true;
+        // The process test loads the extension into Debian's sqlite3 shell.
+        if (std.mem.eql(u8, name, "test_processes")) run.addArtifactArg(host.extension);
         test_step.dependOn(&run.step);
     }
 

@@ -43,15 +43,23 @@ void mw_crash_point(const char *name) {
 
 /* ---------------------------------------------------------------- registry */
 
-static mw_db *find_locked(const char *zPath) {
+/* Databases are known by file identity, not by name: two hard links of one file,
+** or a file opened again under the name it was renamed to, are one database. */
+static mw_db *find_locked(const mw_file_id *id) {
   for (mw_db *d = registry; d; d = d->next)
-    if (strcmp(d->path, zPath) == 0) return d;
+    if (mw_file_id_eq(&d->id, id)) return d;
   return 0;
 }
 
 int mw_db_is_open(const char *zPath) {
+  /* No stat (a system call) when nothing is open, and none under the registry's lock. */
   mw_mutex_lock(&registry_mu);
-  int yes = find_locked(zPath) != 0;
+  int any = registry != 0;
+  mw_mutex_unlock(&registry_mu);
+  mw_file_id id;
+  if (!any || mw_file_identity(zPath, &id, 0) != SQLITE_OK) return 0;
+  mw_mutex_lock(&registry_mu);
+  int yes = find_locked(&id) != 0;
   mw_mutex_unlock(&registry_mu);
   return yes;
 }
@@ -73,29 +81,9 @@ mw_lane *mw_lane_find(const char *zDbName) {
 /* ---------------------------------------------------------------- first open */
 
 /* Converts a new or rollback-mode file to WAL with a private stock connection,
-** after checkpointing a leftover real -wal. */
+** after checkpointing a leftover real -wal. The engine's lock must not be held
+** (the stock connection needs the file's locks). */
 static int convert_to_wal(sqlite3_vfs *root, const char *path, char **pzErr) {
-  /* Already in WAL mode (bytes 18 and 19 of the header are 2) with no -wal to
-  ** checkpoint: nothing to do, and no stock connection (a read-only file opens too). */
-  {
-    char *wal = sqlite3_mprintf("%s-wal", path);
-    if (wal == 0) return SQLITE_NOMEM;
-    int has_wal = mw_file_exists(wal);
-    sqlite3_free(wal);
-    unsigned char hdr[20];
-    int ready = 0;
-    /* Through the root VFS, not a raw descriptor: closing a raw descriptor would
-    ** drop the POSIX locks other connections of this process hold on the file. */
-    sqlite3_file *f = has_wal ? 0 : calloc(1, (size_t)root->szOsFile);
-    int out = 0;
-    if (f && root->xOpen(root, path, f, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &out) == SQLITE_OK) {
-      ready = f->pMethods->xRead(f, hdr, sizeof(hdr), 0) == SQLITE_OK &&
-              memcmp(hdr, "SQLite format 3", 16) == 0 && hdr[18] == 2 && hdr[19] == 2;
-      f->pMethods->xClose(f);
-    }
-    free(f);
-    if (ready) return SQLITE_OK;
-  }
   sqlite3 *c = 0;
   int rc = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, root->zName);
   sqlite3_stmt *st = 0;
@@ -152,10 +140,7 @@ static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
 #endif
 
 static void db_free(mw_db *db) {
-  if (db->data) {
-    if (db->data->pMethods) db->data->pMethods->xClose(db->data);
-    free(db->data);
-  }
+  mw_guard_free(db->data); /* drops the lock */
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
   mw_cond_destroy(&db->turn_cv);
@@ -165,18 +150,43 @@ static void db_free(mw_db *db) {
   free(db);
 }
 
-static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
-                   char **pzErr) {
-  int rc = SQLITE_OK;
-  /* With a log left behind (a crash), the file is the engine's, in WAL mode, and
-  ** may be half compacted: only the log's replay makes it whole, so no stock
-  ** connection may look at it first. */
-  char *logname = sqlite3_mprintf("%s-mw", zPath);
-  if (logname == 0) return SQLITE_NOMEM;
-  int have_log = mw_file_exists(logname);
-  sqlite3_free(logname);
-  if (!have_log) rc = convert_to_wal(root, zPath, pzErr);
-  if (rc != SQLITE_OK) return rc;
+/* The message of an open refused because the file is in use elsewhere. */
+static void refuse_in_use(const char *zPath, char **pzErr) {
+  if (pzErr == 0) return;
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf(
+      "multiwriter: %s is open in another process (through the engine or stock SQLite) or "
+      "by a stock connection of this process, and the engine needs it alone: one process "
+      "at a time (mw_mp=1, many processes on one database, is not built yet)", zPath);
+}
+
+/* Takes the engine's lock on the file (guard.c), with the message when refused. */
+static int lock_file(mw_db *db, char **pzErr) {
+  int rc = mw_guard_lock(db->data);
+  if (rc == SQLITE_BUSY) {
+    refuse_in_use(db->path, pzErr);
+  } else if (rc != SQLITE_OK && pzErr && *pzErr == 0) {
+    *pzErr = sqlite3_mprintf("multiwriter: cannot lock %s (%s): the engine needs the file's "
+                             "locks to keep other processes out", db->path, sqlite3_errstr(rc));
+  }
+  return rc;
+}
+
+/* 1 when the file must go through convert_to_wal: not a WAL-mode database yet (a
+** new file, a rollback-mode one), or a real -wal is left to checkpoint. */
+static int needs_conversion(mw_db *db) {
+  char *wal = sqlite3_mprintf("%s-wal", db->path);
+  if (wal == 0) return 1;
+  int has_wal = mw_file_exists(wal);
+  sqlite3_free(wal);
+  if (has_wal) return 1;
+  unsigned char hdr[20];
+  return db->data->pMethods->xRead(db->data, hdr, sizeof(hdr), 0) != SQLITE_OK ||
+         memcmp(hdr, "SQLite format 3", 16) != 0 || hdr[18] != 2 || hdr[19] != 2;
+}
+
+static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
+                   const mw_opts *o, mw_db **out, char **pzErr) {
   mw_db *db = calloc(1, sizeof(*db));
   if (db == 0) return SQLITE_NOMEM;
   mw_mutex_init(&db->mu);
@@ -184,18 +194,53 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db
   mw_cond_init(&db->turn_cv);
   mw_cond_init(&db->kick_cv);
   db->path = malloc(strlen(zPath) + 1);
-  db->data = calloc(1, (size_t)root->szOsFile);
-  if (db->path == 0 || db->data == 0) {
+  if (db->path == 0) {
     db_free(db);
     return SQLITE_NOMEM;
   }
   strcpy(db->path, zPath);
+  db->id = *id;
   db->root = root;
   db->opts = *o;
-  int outFlags = 0;
-  rc = root->xOpen(root, zPath, db->data, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MAIN_DB, &outFlags);
+  int rc = mw_guard_open(root, zPath, &db->data);
+  /* Nobody else may look at the file from here on: not another process (its engine
+  ** is refused, its stock connections get SQLITE_BUSY), not a stock connection of
+  ** this process. */
+  if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
   if (rc != SQLITE_OK) {
-    db->data->pMethods = 0;
+    db_free(db);
+    return rc;
+  }
+  /* With a log left behind (a crash), the file is the engine's, in WAL mode, and
+  ** may be half compacted: only the log's replay makes it whole, so no stock
+  ** connection may look at it first. */
+  char *logname = sqlite3_mprintf("%s-mw", zPath);
+  if (logname == 0) {
+    db_free(db);
+    return SQLITE_NOMEM;
+  }
+  int have_log = mw_file_exists(logname);
+  sqlite3_free(logname);
+  int marked = 0;
+  rc = mw_guard_marked(db->data, &marked);
+  if (rc == SQLITE_OK && marked && !have_log) {
+    /* The last close clears the mark before it deletes the log: the log is elsewhere. */
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf(
+          "multiwriter: %s was left by an engine process that did not close it, and its log "
+          "%s-mw is missing: if the database was renamed or has another name (a hard link), "
+          "open it once by the name it had then, so that the log is replayed", zPath, zPath);
+    rc = SQLITE_CANTOPEN;
+  }
+  if (rc == SQLITE_OK && !have_log && needs_conversion(db)) {
+    /* The private stock connection needs the file's locks: let go meanwhile. Another
+    ** process may take the file then; the lock below refuses this open if so. */
+    rc = mw_guard_unlock(db->data);
+    if (rc == SQLITE_OK) rc = convert_to_wal(root, zPath, pzErr);
+    if (rc == SQLITE_BUSY) refuse_in_use(zPath, pzErr);
+    if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
+  }
+  if (rc != SQLITE_OK) {
     db_free(db);
     return rc;
   }
@@ -250,6 +295,18 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db
     db->log_bytes = mw_log_size(db->log);
   }
 #endif
+  /* From the first commit on, the log may hold what the file does not: the mark
+  ** keeps stock SQLite out of the file until the last close, crash or not. */
+  if (!marked && !mw_guard_readonly(db->data)) {
+    rc = mw_guard_set_mark(db->data, 1);
+    if (rc != SQLITE_OK) {
+#if MW_USE_LOG
+      mw_log_close(db->log, 0);
+#endif
+      db_free(db);
+      return rc;
+    }
+  }
   rc = mw_compactor_start(db);
   if (rc != SQLITE_OK) {
 #if MW_USE_LOG
@@ -264,11 +321,27 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db
 
 int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
                   char **pzErr) {
-  int rc = SQLITE_OK;
+  /* The lane opened (created) the file already: it has an identity. */
+  mw_file_id id;
+  int rc = mw_file_identity(zPath, &id, 0);
+  if (rc != SQLITE_OK) {
+    if (pzErr && *pzErr == 0) *pzErr = sqlite3_mprintf("multiwriter: cannot stat %s", zPath);
+    return rc;
+  }
   mw_mutex_lock(&registry_mu);
-  mw_db *db = find_locked(zPath);
-  if (db == 0) {
-    rc = db_open(root, zPath, o, &db, pzErr);
+  mw_db *db = find_locked(&id);
+  for (mw_db *d = registry; d && db == 0 && rc == SQLITE_OK; d = d->next) {
+    /* Another file under the name of an open one (renamed or deleted, and a new file
+    ** made there): both would use the log "<name>-mw". */
+    if (strcmp(d->path, zPath) != 0) continue;
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: %s is a new file under the name of a database "
+                               "that the engine still has open (renamed or deleted while "
+                               "open): close the old one's connections first", zPath);
+    rc = SQLITE_CANTOPEN;
+  }
+  if (db == 0 && rc == SQLITE_OK) {
+    rc = db_open(root, zPath, &id, o, &db, pzErr);
     if (rc == SQLITE_OK) {
       db->next = registry;
       registry = db;
@@ -290,10 +363,18 @@ int mw_db_release(mw_db *db) {
   for (mw_db **pp = &registry; *pp; pp = &(*pp)->next)
     if (*pp == db) { *pp = db->next; break; }
   mw_compactor_stop(db);
-  /* Last close: everything into the file, then the log goes. */
+  /* Last close: everything into the file, then the mark goes (the file alone is
+  ** the database again), then the log. A crash between the two leaves a log whose
+  ** base is its last epoch: its replay changes nothing. */
   rc = db->broken ? db->broken : mw_compact_now(db, 1);
+  int clean = rc == SQLITE_OK && db->compacted == db->visible;
+  if (clean && !mw_guard_readonly(db->data)) {
+    rc = mw_guard_set_mark(db->data, 0);
+    clean = rc == SQLITE_OK;
+    if (clean) mw_crash_point("close_after_unmark");
+  }
 #if MW_USE_LOG
-  int rc2 = mw_log_close(db->log, rc == SQLITE_OK && db->compacted == db->visible);
+  int rc2 = mw_log_close(db->log, clean);
   if (rc == SQLITE_OK) rc = rc2;
 #endif
   db_free(db);

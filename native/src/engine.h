@@ -126,13 +126,15 @@ typedef struct mw_pending {
 } mw_pending;
 
 struct mw_db {
-  char *path;                  /* full path of the database file */
+  char *path;                  /* full path of the database file (its first opener's) */
+  mw_file_id id;               /* what the registry knows it by (guard.c) */
   mw_db *next;                 /* registry of open databases */
   int refs;                    /* lanes open on it */
   int page_size;
   mw_opts opts;                /* of the first opener */
   sqlite3_vfs *root;
-  sqlite3_file *data;          /* root-VFS handle: file reads and compaction writes */
+  sqlite3_file *data;          /* the guarded handle (guard.c): file reads, compaction
+                                  writes, the lock that keeps other processes out */
   mw_store store;
 
   mw_mutex mu;                 /* publication: epochs, visibility, snapshots, lanes */
@@ -181,7 +183,7 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
 /* Drops one reference; the last one compacts everything, deletes the log and
 ** frees the state. */
 int mw_db_release(mw_db *db);
-/* 1 when zPath is an open engine database (for -wal names). */
+/* 1 when zPath names an open engine database (by file identity: any of its names). */
 int mw_db_is_open(const char *zPath);
 
 /* Registers the lane in db->lanes (under db->mu). */
@@ -212,6 +214,23 @@ void mw_compact_kick(mw_db *db);
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */
 void mw_crash_point(const char *name);
+
+/* ---------------------------------------------------------------- guard.c */
+/* Header bytes 18 and 19 while the log may hold commits the file does not: stock
+** SQLite refuses a read version above 2. */
+#define MW_HDR_MARK 0x6d
+/* Opens the database file through root (read-only when it cannot be written),
+** wrapped: reads give bytes 18..19 back as 2, writes put the mark in once set. */
+int mw_guard_open(sqlite3_vfs *root, const char *zPath, sqlite3_file **pOut);
+void mw_guard_free(sqlite3_file *f);
+int mw_guard_readonly(sqlite3_file *f);
+/* Takes EXCLUSIVE (SHARED when read-only) at once; SQLITE_BUSY when held elsewhere. */
+int mw_guard_lock(sqlite3_file *f);
+int mw_guard_unlock(sqlite3_file *f);
+/* *pMarked: the file's header carries the mark. */
+int mw_guard_marked(sqlite3_file *f, int *pMarked);
+/* Sets (on) or clears the mark, durably. */
+int mw_guard_set_mark(sqlite3_file *f, int on);
 
 /* ---------------------------------------------------------------- files */
 enum { MW_KIND_MAIN = 1, MW_KIND_WAL = 2, MW_KIND_ERR = 3 };

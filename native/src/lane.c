@@ -3,7 +3,7 @@
 **   - the main file: reads come from the page store at the lane's snapshot (else
 **     from the file), every page read in a snapshot joins the read set; writes
 **     (checkpoints of the private WAL) are discarded; the size is the snapshot's;
-**     locks above SHARED are pretended; no mmap.
+**     every lock level is pretended (guard.c holds the real one); no mmap.
 **   - the private wal-index: heap regions, every lock granted at once but watched:
 **     a read mark taken SHARED begins a snapshot, the last one released ends it
 **     (unless the write lock is still held: walRestartLog swaps read marks then).
@@ -186,18 +186,11 @@ static int main_size(sqlite3_file *f, sqlite3_int64 *pSize) {
   return SQLITE_OK;
 }
 
-/* The real SHARED lock is kept (a stock connection cannot checkpoint or change
-** the journal mode under the engine); higher levels are pretended. */
-static int main_lock(sqlite3_file *f, int level) {
-  mw_file *p = (mw_file *)f;
-  if (level == SQLITE_LOCK_SHARED) return p->real->pMethods->xLock(p->real, level);
-  return SQLITE_OK;
-}
-static int main_unlock(sqlite3_file *f, int level) {
-  mw_file *p = (mw_file *)f;
-  if (level == SQLITE_LOCK_NONE) return p->real->pMethods->xUnlock(p->real, level);
-  return SQLITE_OK;
-}
+/* Every level is pretended: the database's own handle holds EXCLUSIVE for as long
+** as the engine has the file open (guard.c), which keeps every connection outside
+** the engine away; a real lock here would conflict with it. */
+static int main_lock(sqlite3_file *f, int level) { return SQLITE_OK; }
+static int main_unlock(sqlite3_file *f, int level) { return SQLITE_OK; }
 static int main_check_reserved(sqlite3_file *f, int *pRes) {
   *pRes = 0;
   return SQLITE_OK;

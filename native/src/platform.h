@@ -109,6 +109,16 @@ int mw_file_exists(const char *path);
 /* Renames from over to (atomically replacing to); sync the directory to make it durable. */
 int mw_file_rename(const char *from, const char *to, int *pErrno);
 
+/* What a file is, whatever its name: device and inode on POSIX, volume serial number
+** and file index on Windows. Two names (hard links, a rename) of one file give the
+** same identity; a new file created at an old name gives another. */
+typedef struct mw_file_id { uint64_t dev, ino; } mw_file_id;
+/* SQLITE_CANTOPEN when path does not name an existing file. */
+int mw_file_identity(const char *path, mw_file_id *out, int *pErrno);
+static inline int mw_file_id_eq(const mw_file_id *a, const mw_file_id *b) {
+  return a->dev == b->dev && a->ino == b->ino;
+}
+
 /* Fault injection for tests. When mw_fault_hook is set, every file call above asks
 ** it first, with the operation and the file (MW_FD_INVALID for calls on paths); a
 ** nonzero answer is an errno value the call then fails with, doing nothing. NULL in

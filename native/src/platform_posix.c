@@ -252,6 +252,14 @@ int mw_file_exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
+int mw_file_identity(const char *path, mw_file_id *out, int *pErrno) {
+  struct stat st;
+  if (stat(path, &st) != 0) return fail(SQLITE_CANTOPEN, pErrno);
+  out->dev = (uint64_t)st.st_dev;
+  out->ino = (uint64_t)st.st_ino;
+  return SQLITE_OK;
+}
+
 int mw_file_rename(const char *from, const char *to, int *pErrno) {
   if (injected(MW_OP_RENAME, -1)) return fail(SQLITE_IOERR, pErrno);
   return rename(from, to) == 0 ? SQLITE_OK : fail(SQLITE_IOERR, pErrno);

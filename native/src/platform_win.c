@@ -294,6 +294,28 @@ int mw_file_exists(const char *path) {
   free(w);
   return attr != INVALID_FILE_ATTRIBUTES;
 }
+int mw_file_identity(const char *path, mw_file_id *out, int *pErrno) {
+  wchar_t *w = utf8_to_wide(path);
+  if (!w) return fail(SQLITE_CANTOPEN, pErrno);
+  /* No access rights asked, everything shared: only the file's information is read,
+  ** and no other opener of the file is disturbed. */
+  HANDLE h = CreateFileW(w, 0, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
+                         OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, NULL);
+  free(w);
+  if (h == INVALID_HANDLE_VALUE) return fail(SQLITE_CANTOPEN, pErrno);
+  BY_HANDLE_FILE_INFORMATION info;
+  BOOL ok = GetFileInformationByHandle(h, &info);
+  if (!ok) {
+    int rc = fail(SQLITE_CANTOPEN, pErrno);
+    CloseHandle(h);
+    return rc;
+  }
+  CloseHandle(h);
+  out->dev = (uint64_t)info.dwVolumeSerialNumber;
+  out->ino = ((uint64_t)info.nFileIndexHigh << 32) | (uint64_t)info.nFileIndexLow;
+  return SQLITE_OK;
+}
+
 int mw_file_rename(const char *from, const char *to, int *pErrno) {
   wchar_t *wf = utf8_to_wide(from);
   wchar_t *wt = wf ? utf8_to_wide(to) : 0;

@@ -75,7 +75,15 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
       if (v && !strcmp(v, "small")) o->small = 1;
       else if (v && !strcmp(v, "default")) o->small = 0;
       else goto bad_value;
-    } else if (!strcmp(key, "mw_mp") || !strcmp(key, "mw_rebase")) {
+    } else if (!strcmp(key, "mw_mp")) {
+      if (!parse_bool(v, &b)) goto bad_value;
+      if (b) {
+        *pzErr = sqlite3_mprintf("multiwriter: mw_mp=1 (many processes on one database) is "
+                                 "not built yet: the engine opens a database in one process "
+                                 "at a time and refuses it to the others");
+        return SQLITE_ERROR;
+      }
+    } else if (!strcmp(key, "mw_rebase")) {
       if (!parse_bool(v, &b)) goto bad_value;
       if (b) {
         *pzErr = sqlite3_mprintf("multiwriter: URI parameter %s=1 is not supported yet", key);

@@ -1,6 +1,6 @@
 /* Options, PRAGMAs and the file's life cycle:
 **  - an unknown mw* URI parameter or a bad value fails sqlite3_open with a message
-**    that names it; mw_mp=1 / mw_rebase=1 are refused as not supported yet; good
+**    that names it; mw_mp=1 (not built yet) / mw_rebase=1 are refused; good
 **    values open; mw=0 opens stock SQLite (no engine statistics);
 **  - journal_mode other than WAL, locking_mode=EXCLUSIVE and auto_vacuum other
 **    than NONE are refused with a clear message; synchronous is accepted;
@@ -51,7 +51,7 @@ int main(void) {
   expect_open_error(path, "mw_profile=huge", "'mw_profile'");
   expect_open_error(path, "mw_fullfsync=maybe", "'mw_fullfsync'");
   expect_open_error(path, "mw=2", "'mw'");
-  expect_open_error(path, "mw_mp=1", "mw_mp=1 is not supported yet");
+  expect_open_error(path, "mw_mp=1", "mw_mp=1 (many processes on one database) is not built yet");
   expect_open_error(path, "mw_rebase=1", "mw_rebase=1 is not supported yet");
   /* A refused open created nothing. */
   CHECK(access(path, F_OK) != 0);

@@ -1,0 +1,474 @@
+/* Processes and files beside the engine (docs/design.md, "Processes"):
+**  - two processes through the engine: the second is refused at open with a message
+**    naming the cause and mw_mp; every row the first acknowledged is there after;
+**  - Debian's sqlite3 shell with .load of the extension, in two processes at once:
+**    the second shell's open is refused, the first shell's rows are all there;
+**  - a stock writer beside an engine process (Debian's sqlite3 and a stock connection
+**    of the vendored library): reads, writes and checkpoints fail with SQLITE_BUSY,
+**    and after the engine's close the file passes integrity_check with every row;
+**  - a process killed (kill -9) with its log left: a stock connection can neither
+**    read nor write the file, the next engine open replays the log, and after its
+**    close stock SQLite reads every row;
+**  - a crash between the last close's clearing of the header mark and its deletion of
+**    the log: a stock write made then survives the engine's reopen;
+**  - one process, one file under two names (hard links) or renamed while open: one
+**    database; a new file made at the old name while the old one is open is refused.
+** argv[1] (from build.zig): the loadable extension; else zig-out/lib's. */
+#include "test_engine_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+static const char *prog = "test_processes";
+static const char *self_exe;
+static char extension[1024];
+static int have_shell;
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Runs a shell command, its stdout and stderr into out; returns its exit status. */
+static int run_capture(const char *cmd, char *out, size_t size) {
+  char full[4096];
+  snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  CHECK(p != 0);
+  size_t n = fread(out, 1, size - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A child process with a pipe each way. */
+typedef struct kid {
+  pid_t pid;
+  int rd, wr;                  /* parent side: read from the child, write to it */
+} kid;
+
+static void kid_start(kid *k, void (*fn)(const char *path, int rd, int wr), const char *path) {
+  int up[2], down[2];
+  CHECK(pipe(up) == 0 && pipe(down) == 0);
+  fflush(stdout);
+  fflush(stderr);
+  k->pid = fork();
+  CHECK(k->pid >= 0);
+  if (k->pid == 0) {
+    close(up[0]);
+    close(down[1]);
+    fn(path, down[0], up[1]);
+    _exit(0);
+  }
+  close(up[1]);
+  close(down[0]);
+  k->rd = up[0];
+  k->wr = down[1];
+}
+
+static void read_all(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    CHECK(r > 0);
+    p += r;
+    n -= (size_t)r;
+  }
+}
+
+static void write_all(int fd, const void *buf, size_t n) {
+  CHECK(write(fd, buf, n) == (ssize_t)n);
+}
+
+/* Waits for the child; returns its exit status, or 128 + signal. */
+static int kid_wait(kid *k) {
+  int st = 0;
+  while (waitpid(k->pid, &st, 0) < 0) CHECK(errno == EINTR);
+  close(k->rd);
+  close(k->wr);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Opens through the engine; returns the open's result code and message (no exit). */
+static int try_engine_open(const char *path, char *msg, size_t size) {
+  char uri[600];
+  snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter", path);
+  sqlite3 *db = 0;
+  int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, 0);
+  snprintf(msg, size, "%s", db ? sqlite3_errmsg(db) : "");
+  sqlite3_close(db);
+  return rc;
+}
+
+static int64_t count_rows(const char *path) {
+  sqlite3 *db = tu_open(path, "");
+  int64_t n = tu_int(db, "SELECT count(*) FROM t");
+  CHECK(tu_integrity_ok(db));
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return n;
+}
+
+/* ---------------------------------------------------------------- children */
+
+/* Opens through the engine, commits rows one transaction each, says 'r' after the
+** first 50, goes on until the parent writes a byte, closes, and sends the number of
+** rows it committed (each acknowledged by sqlite3_exec). */
+static void child_writer(const char *path, int rd, int wr) {
+  sqlite3 *db = tu_open(path, "");
+  tu_exec(db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, who TEXT, pad BLOB)");
+  int64_t n = 0;
+  for (; n < 50; n++) tu_exec(db, "INSERT INTO t(who, pad) VALUES ('engine', randomblob(300))");
+  write_all(wr, "r", 1);
+  CHECK(fcntl(rd, F_SETFL, O_NONBLOCK) == 0);
+  char c;
+  /* Until the parent's byte, or its end (a failed CHECK): never left running. */
+  while (read(rd, &c, 1) < 0) {
+    tu_exec(db, "INSERT INTO t(who, pad) VALUES ('engine', randomblob(300))");
+    n++;
+  }
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  write_all(wr, &n, sizeof n);
+}
+
+/* Commits 200 rows through the engine, tells the parent how many, and dies by
+** SIGKILL without closing: the log stays, the file may be half compacted. */
+static void child_crash(const char *path, int rd, int wr) {
+  (void)rd;
+  /* A small log limit: the compactor writes some of the rows into the file first. */
+  sqlite3 *db = tu_open(path, "mw_log_max_mb=1");
+  tu_exec(db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, who TEXT, pad BLOB)");
+  int64_t n = 0;
+  for (; n < 200; n++) tu_exec(db, "INSERT INTO t(who, pad) VALUES ('engine', randomblob(6000))");
+  write_all(wr, &n, sizeof n);
+  raise(SIGKILL);
+}
+
+/* ---------------------------------------------------------------- cases */
+
+/* Two processes through the engine. */
+static void two_engines(const char *dir) {
+  char path[300], msg[1024];
+  snprintf(path, sizeof path, "%s/two.db", dir);
+  kid k;
+  kid_start(&k, child_writer, path);
+  char c;
+  read_all(k.rd, &c, 1);
+  int rc = try_engine_open(path, msg, sizeof msg);
+  if (rc == SQLITE_OK || !strstr(msg, "open in another process") || !strstr(msg, "mw_mp=1")) {
+    fprintf(stderr, "second process: rc %d, message '%s'\n", rc, msg);
+    CHECK(0);
+  }
+  /* The refused open left the file alone: the writer goes on. */
+  write_all(k.wr, "q", 1);
+  int64_t n = 0;
+  read_all(k.rd, &n, sizeof n);
+  CHECK(kid_wait(&k) == 0);
+  CHECK(n >= 50);
+  CHECK(count_rows(path) == n);
+  printf("%s: second engine process refused (\"%.70s...\"), %lld rows kept\n", prog,
+         strstr(msg, "multiwriter:"), (long long)n);
+}
+
+/* Debian's sqlite3 shell with the extension in two processes. */
+static void two_shells(const char *dir) {
+  if (!have_shell) return;
+  char path[300], ready[320], cmd[2400], out[4096];
+  snprintf(path, sizeof path, "%s/shell.db", dir);
+  snprintf(ready, sizeof ready, "%s/shell.ready", dir);
+  snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/shell1.out' 2>&1", dir);
+  FILE *s1 = popen(cmd, "w");
+  CHECK(s1 != 0);
+  fprintf(s1, ".load %s\n.open file:%s?vfs=multiwriter\n"
+              "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT);\n", extension, path);
+  for (int i = 0; i < 200; i++) fprintf(s1, "INSERT INTO t(who) VALUES ('shell 1');\n");
+  fprintf(s1, ".output %s\nSELECT count(*) FROM t;\n.output stdout\n", ready);
+  fflush(s1);
+  /* The first shell has committed its rows and still has the database open. */
+  for (int i = 0; i < 3000; i++) {
+    FILE *f = fopen(ready, "r");
+    int got = 0, rows = 0;
+    if (f) {
+      got = fscanf(f, "%d", &rows) == 1 && rows == 200;
+      fclose(f);
+    }
+    if (got) break;
+    CHECK(i < 2999);
+    usleep(10000);
+  }
+  snprintf(cmd, sizeof cmd,
+           "printf '.load %s\\n.open file:%s?vfs=multiwriter\\nINSERT INTO t(who) VALUES (1);\\n' "
+           "| /usr/bin/sqlite3 -batch :memory:", extension, path);
+  run_capture(cmd, out, sizeof out);
+  if (!strstr(out, "open in another process") || !strstr(out, "mw_mp=1")) {
+    fprintf(stderr, "second shell said: %s\n", out);
+    CHECK(0);
+  }
+  fprintf(s1, ".quit\n");
+  CHECK(pclose(s1) == 0);
+  snprintf(cmd, sizeof cmd, "cat '%s/shell1.out'", dir);
+  run_capture(cmd, out, sizeof out);
+  if (out[0]) {
+    fprintf(stderr, "first shell said: %s\n", out);
+    CHECK(0);
+  }
+  snprintf(cmd, sizeof cmd,
+           "/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; SELECT count(*) FROM t;'", path);
+  CHECK(run_capture(cmd, out, sizeof out) == 0);
+  if (strcmp(out, "ok\n200\n") != 0) {
+    fprintf(stderr, "stock sqlite3 after the shells: %s\n", out);
+    CHECK(0);
+  }
+  printf("%s: second sqlite3 shell refused, the first one's 200 rows kept\n", prog);
+}
+
+/* A stock writer beside an engine process. */
+static void stock_beside(const char *dir) {
+  char path[300], cmd[1200], out[4096];
+  snprintf(path, sizeof path, "%s/stock.db", dir);
+  kid k;
+  kid_start(&k, child_writer, path);
+  char c;
+  read_all(k.rd, &c, 1);
+  /* A stock connection of the vendored library: refused, busy timeout or not. */
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_try(s, "INSERT INTO t(who) VALUES ('stock')") == SQLITE_BUSY);
+  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_BUSY);
+  CHECK(tu_try(s, "PRAGMA wal_checkpoint(TRUNCATE)") == SQLITE_BUSY);
+  CHECK(tu_try(s, "PRAGMA journal_mode=DELETE") == SQLITE_BUSY);
+  sqlite3_busy_timeout(s, 300);
+  CHECK(tu_try(s, "BEGIN IMMEDIATE") == SQLITE_BUSY);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  if (have_shell) {
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/sqlite3 -cmd '.timeout 200' '%s' \"INSERT INTO t(who) VALUES ('stock')\"", path);
+    int st = run_capture(cmd, out, sizeof out);
+    if (st == 0 || !strstr(out, "database is locked")) {
+      fprintf(stderr, "stock sqlite3 beside the engine: exit %d: %s\n", st, out);
+      CHECK(0);
+    }
+  }
+  write_all(k.wr, "q", 1);
+  int64_t n = 0;
+  read_all(k.rd, &n, sizeof n);
+  CHECK(kid_wait(&k) == 0);
+  /* Nothing of the stock writer, every row of the engine's, a sound file. */
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == n);
+  CHECK(tu_int(s, "SELECT count(*) FROM t WHERE who = 'stock'") == 0);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: stock writer beside an engine process: SQLITE_BUSY, %lld engine rows, "
+         "integrity ok\n", prog, (long long)n);
+}
+
+/* A crash leaves the log; stock SQLite must not write (nor read) before the replay. */
+static void crash_then_stock(const char *dir) {
+  char path[300], log[320], cmd[1200], out[4096];
+  snprintf(path, sizeof path, "%s/crash.db", dir);
+  snprintf(log, sizeof log, "%s-mw", path);
+  kid k;
+  kid_start(&k, child_crash, path);
+  int64_t n = 0;
+  read_all(k.rd, &n, sizeof n);
+  CHECK(kid_wait(&k) == 128 + SIGKILL);
+  CHECK(n == 200);
+  CHECK(access(log, F_OK) == 0);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_try(s, "INSERT INTO t(who) VALUES ('stock')") == SQLITE_NOTADB);
+  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_NOTADB);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  if (have_shell) {
+    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' \"INSERT INTO t(who) VALUES ('stock')\"", path);
+    int st = run_capture(cmd, out, sizeof out);
+    if (st == 0 || !strstr(out, "not a database")) {
+      fprintf(stderr, "stock sqlite3 after the crash: exit %d: %s\n", st, out);
+      CHECK(0);
+    }
+  }
+  /* The engine replays the log, and then the file is a plain database again. */
+  sqlite3 *db = tu_open(path, "");
+  CHECK(tu_int(db, "SELECT count(*) FROM t") == n);
+  tu_exec(db, "INSERT INTO t(who) VALUES ('after')");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  CHECK(access(log, F_OK) != 0);
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == n + 1);
+  tu_exec(s, "INSERT INTO t(who) VALUES ('stock')");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  if (have_shell) {
+    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; SELECT count(*) FROM t;'", path);
+    CHECK(run_capture(cmd, out, sizeof out) == 0);
+    char want[64];
+    snprintf(want, sizeof want, "ok\n%lld\n", (long long)n + 2);
+    CHECK(strcmp(out, want) == 0);
+  }
+  printf("%s: after kill -9, stock SQLite refused until the engine replayed %lld rows\n", prog,
+         (long long)n);
+}
+
+/* The re-executed child of crash_after_unmark: commits 20 rows and closes with the
+** crash point close_after_unmark armed (the close aborts between clearing the header
+** mark and deleting the log). */
+static int child_close_crash(const char *path) {
+  sqlite3 *db = tu_open(path, "");
+  tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT)");
+  for (int i = 0; i < 20; i++) tu_exec(db, "INSERT INTO t(who) VALUES ('engine')");
+  sqlite3_close(db);
+  return 3; /* not reached: the crash point aborts */
+}
+
+/* A crash after the last close cleared the mark, before the log went: the log's replay
+** must not overwrite what a stock connection writes then. */
+static void crash_after_unmark(const char *dir) {
+  char path[300], log[320];
+  snprintf(path, sizeof path, "%s/unmark.db", dir);
+  snprintf(log, sizeof log, "%s-mw", path);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    /* A fresh image: the crash point reads MW_CRASH_AT once per process. */
+    setenv("MW_CRASH_AT", "close_after_unmark", 1);
+    execl(self_exe, self_exe, "close-crash", path, (char *)0);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  CHECK(access(log, F_OK) == 0);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 20);
+  tu_exec(s, "INSERT INTO t(who) VALUES ('stock')");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  sqlite3 *db = tu_open(path, "");
+  CHECK(tu_int(db, "SELECT count(*) FROM t") == 21);
+  CHECK(tu_int(db, "SELECT count(*) FROM t WHERE who = 'stock'") == 1);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 21);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: crash between clearing the mark and deleting the log: a stock write survives "
+         "the reopen\n", prog);
+}
+
+/* One file under two names in one process: one database. */
+static void hard_links(const char *dir) {
+  char a[300], b[300], msg[1024];
+  snprintf(a, sizeof a, "%s/link-a.db", dir);
+  snprintf(b, sizeof b, "%s/link-b.db", dir);
+  sqlite3 *da = tu_open(a, "");
+  tu_exec(da, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT); INSERT INTO t(who) VALUES ('a')");
+  CHECK(link(a, b) == 0);
+  sqlite3 *db = tu_open(b, "");
+  /* Each sees the other's commits at once: one page store, one log. */
+  CHECK(tu_int(db, "SELECT count(*) FROM t") == 1);
+  for (int i = 0; i < 100; i++) {
+    tu_exec(i % 2 ? da : db, "INSERT INTO t(who) VALUES ('x')");
+    CHECK(tu_int(i % 2 ? db : da, "SELECT count(*) FROM t") == i + 2);
+  }
+  CHECK(tu_stat(da, MW_STAT_VISIBLE_EPOCH) == tu_stat(db, MW_STAT_VISIBLE_EPOCH));
+  /* Conflicting writes through the two names are validated against each other. */
+  tu_exec(da, "BEGIN; UPDATE t SET who = 'A' WHERE id = 1");
+  tu_exec(db, "BEGIN; UPDATE t SET who = 'B' WHERE id = 1");
+  tu_exec(da, "COMMIT");
+  CHECK((tu_try(db, "COMMIT") & 0xff) == SQLITE_BUSY);
+  if (!sqlite3_get_autocommit(db)) tu_exec(db, "ROLLBACK");
+  /* mw=0 under the other name is refused as under the same name. */
+  char uri[600];
+  snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter&mw=0", b);
+  sqlite3 *st = 0;
+  CHECK(sqlite3_open_v2(uri, &st, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, 0) != SQLITE_OK);
+  snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(st));
+  CHECK(strstr(msg, "open through the engine in this process") != 0);
+  sqlite3_close(st);
+  CHECK_RC(sqlite3_close(da), SQLITE_OK);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(b, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 101);
+  CHECK(tu_int(s, "SELECT who = 'A' FROM t WHERE id = 1") == 1);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: two hard links, one database\n", prog);
+}
+
+/* A file renamed while open is the same database under its new name; a new file
+** at the old name is another one, refused while the old one is open. */
+static void rename_open(const char *dir) {
+  char p[300], q[300], msg[1024];
+  snprintf(p, sizeof p, "%s/old.db", dir);
+  snprintf(q, sizeof q, "%s/moved.db", dir);
+  sqlite3 *dp = tu_open(p, "");
+  tu_exec(dp, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT); INSERT INTO t(who) VALUES ('p')");
+  CHECK(rename(p, q) == 0);
+  sqlite3 *dq = tu_open(q, "");
+  CHECK(tu_int(dq, "SELECT count(*) FROM t") == 1);
+  tu_exec(dq, "INSERT INTO t(who) VALUES ('q')");
+  CHECK(tu_int(dp, "SELECT count(*) FROM t") == 2);
+  /* A new file at the old name, made by stock SQLite. */
+  sqlite3 *s = tu_open_stock(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  tu_exec(s, "CREATE TABLE other(x); INSERT INTO other VALUES (7)");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  int rc = try_engine_open(p, msg, sizeof msg);
+  if (rc == SQLITE_OK || !strstr(msg, "new file under the name")) {
+    fprintf(stderr, "new file at the old name: rc %d, message '%s'\n", rc, msg);
+    CHECK(0);
+  }
+  tu_exec(dp, "INSERT INTO t(who) VALUES ('p again')");
+  CHECK_RC(sqlite3_close(dp), SQLITE_OK);
+  CHECK_RC(sqlite3_close(dq), SQLITE_OK);
+  /* Every row in the moved file; the new file untouched, and its own database now. */
+  s = tu_open_stock(q, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 3);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  sqlite3 *dn = tu_open(p, "");
+  CHECK(tu_int(dn, "SELECT x FROM other") == 7);
+  CHECK(tu_int(dn, "SELECT count(*) FROM sqlite_schema WHERE name = 't'") == 0);
+  tu_exec(dn, "INSERT INTO other VALUES (8)");
+  CHECK_RC(sqlite3_close(dn), SQLITE_OK);
+  s = tu_open_stock(p, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(x) FROM other") == 15);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: renamed while open: one database; a new file at the old name refused\n", prog);
+}
+
+int main(int argc, char **argv) {
+  self_exe = argv[0];
+  if (argc == 3 && strcmp(argv[1], "close-crash") == 0) {
+    CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+    return child_close_crash(argv[2]);
+  }
+  const char *dir = tu_tmpdir("processes");
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  snprintf(extension, sizeof extension, "%s", argc > 1 ? argv[1] : "zig-out/lib/libmultiwriter.so");
+  if (extension[0] != '/') {
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != 0);
+    char rel[1024];
+    snprintf(rel, sizeof rel, "%s", extension);
+    snprintf(extension, sizeof extension, "%s/%s", cwd, rel);
+  }
+  have_shell = access("/usr/bin/sqlite3", X_OK) == 0;
+  if (!have_shell) printf("%s: no /usr/bin/sqlite3, shell checks skipped\n", prog);
+  else if (access(extension, R_OK) != 0) {
+    fprintf(stderr, "%s: the extension %s is missing (zig build)\n", prog, extension);
+    return 1;
+  }
+  /* MW_PROCESSES_CASE=<name> runs one case (to see each one fail on purpose). */
+  static const struct { const char *name; void (*fn)(const char *); } cases[] = {
+    { "two_engines", two_engines }, { "two_shells", two_shells },
+    { "stock_beside", stock_beside }, { "crash_then_stock", crash_then_stock },
+    { "crash_after_unmark", crash_after_unmark },
+    { "hard_links", hard_links }, { "rename_open", rename_open },
+  };
+  const char *only = getenv("MW_PROCESSES_CASE");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (only == 0 || strcmp(only, cases[i].name) == 0) cases[i].fn(dir);
+  tu_rmdir();
+  printf("%s: ok\n", prog);
+  return 0;
+}

@@ -1,0 +1,64 @@
+// Another process of this runtime on the same database: refused while this one has it open,
+// with the message naming the cause and mw_mp; nothing of this one's is lost; it opens once
+// this one closed.
+import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import { Database } from "../lib/mod.ts";
+import { root, runtime, tempDir } from "./helpers.ts";
+
+interface Outcome {
+  ok: boolean;
+  rows?: number;
+  message?: string;
+}
+
+// A fresh process: opens the database, inserts one row, reports the row count.
+function otherProcess(path: string): Outcome {
+  const dir = tempDir();
+  const script = join(dir, "other.ts");
+  const mod = pathToFileURL(join(root, "lib", "mod.ts")).href;
+  writeFileSync(
+    script,
+    `const m = await import(${JSON.stringify(mod)});
+try {
+  const db = new m.Database(${JSON.stringify(path)});
+  db.run("INSERT INTO t(v) VALUES ('other')");
+  const rows = db.query("SELECT count(*) AS n FROM t").get().n;
+  db.close();
+  console.log(JSON.stringify({ ok: true, rows }));
+} catch (e) {
+  console.log(JSON.stringify({ ok: false, message: e.message }));
+}
+`,
+  );
+  const args = runtime === "bun" ? [script] : ["run", "-A", "--quiet", script];
+  const r = spawnSync(process.execPath, args, { cwd: dir, encoding: "utf8", timeout: 30_000 });
+  const line = r.stdout.trim().split("\n").pop() ?? "";
+  try {
+    return JSON.parse(line) as Outcome;
+  } catch {
+    throw new Error(`the other process failed (status ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  }
+}
+
+describe("processes", () => {
+  it("a second process is refused while the first has the database open, and opens after", () => {
+    const path = join(tempDir(), "shared.db");
+    const db = new Database(path);
+    db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
+    for (let i = 0; i < 100; i++) db.run("INSERT INTO t(v) VALUES ('first')");
+    const refused = otherProcess(path);
+    expect(refused.ok).toBe(false);
+    expect(refused.message).toContain("is open in another process");
+    expect(refused.message).toContain("mw_mp=1");
+    db.run("INSERT INTO t(v) VALUES ('first')");
+    db.close();
+    expect(otherProcess(path)).toEqual({ ok: true, rows: 102 });
+    const again = new Database(path);
+    expect(again.query("SELECT count(*) AS n FROM t WHERE v = 'first'").get()).toEqual({ n: 101 });
+    again.close();
+  });
+});
