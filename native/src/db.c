@@ -16,31 +16,6 @@
 static mw_mutex registry_mu = MW_MUTEX_INIT;
 static mw_db *registry;
 
-/* ---------------------------------------------------------------- crash points */
-
-void mw_crash_point(const char *name) {
-  static mw_mutex mu = MW_MUTEX_INIT;
-  static int loaded;
-  static char want[64];
-  static long count;
-  mw_mutex_lock(&mu);
-  if (!loaded) {
-    loaded = 1;
-    const char *e = getenv("MW_CRASH_AT");
-    if (e) {
-      size_t n = strcspn(e, ":");
-      if (n >= sizeof(want)) n = sizeof(want) - 1;
-      memcpy(want, e, n);
-      want[n] = 0;
-      count = e[n] == ':' ? atol(e + n + 1) : 1;
-      if (count < 1) count = 1;
-    }
-  }
-  int hit = want[0] && strcmp(want, name) == 0 && --count == 0;
-  mw_mutex_unlock(&mu);
-  if (hit) abort();
-}
-
 /* ---------------------------------------------------------------- registry */
 
 /* Databases are known by file identity, not by name: two hard links of one file,
@@ -453,14 +428,6 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   ** none while no turn is held or queued. */
   if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
   mw_mutex_unlock(&db->mu);
-}
-
-int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt) {
-  sqlite3_int64 o = (sqlite3_int64)(pgno - 1) * db->page_size + off;
-  int rc = db->data->pMethods->xRead(db->data, buf, amt, o);
-  /* A page past the end of the file that no commit wrote reads as zeros. */
-  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
-  return rc;
 }
 
 /* ---------------------------------------------------------------- stashed commits */
