@@ -288,10 +288,19 @@ static int collect(commit *c, mw_lane *l, uint64_t from, uint64_t to, uint32_t d
   return SQLITE_OK;
 }
 
-/* Refusals that need no validation: a broken log, a relocated or poisoned snapshot. */
+/* Refusals that need no validation (a broken log, a relocated snapshot), and room
+** for the epoch in the lane's list of own commits: nothing may fail once the commit
+** is published. */
 static int precheck(commit *c) {
   mw_lane *l = c->l;
   if (l->db->broken) return l->db->broken;
+  if (l->nown == l->cap_own) {
+    int ncap = l->cap_own ? l->cap_own * 2 : 4;
+    uint64_t *no = realloc(l->own, (size_t)ncap * sizeof(uint64_t));
+    if (no == 0) return SQLITE_NOMEM;
+    l->own = no;
+    l->cap_own = ncap;
+  }
   /* A relocated commit renumbered pages this snapshot's WAL still uses (the next
   ** snapshot starts at or after it). */
   if (l->reloc_epoch > l->snap) {
@@ -587,21 +596,13 @@ static int make_visible(commit *c, int rc) {
 /* After publication: the lane's view of its snapshot now includes this epoch, and
 ** every page written joins the read set (SQLite keeps them in its cache and WAL and
 ** will not read them through xRead again in this snapshot). */
-static int finish(commit *c) {
+static void finish(commit *c) {
   mw_lane *l = c->l;
   if (c->relocated) l->reloc_epoch = c->epoch;
+  /* A page that cannot be recorded sets rs.failed: the snapshot's next commit is
+  ** refused, never this published one. */
   for (int i = 0; i < c->nw; i++) mw_pageset_add(&l->rs, c->wp[i]);
-  if (l->nown == l->cap_own) {
-    int ncap = l->cap_own ? l->cap_own * 2 : 4;
-    uint64_t *no = realloc(l->own, (size_t)ncap * sizeof(uint64_t));
-    if (no == 0) { /* published; only the lane's view fails */
-      l->must_reset = 1;
-      return SQLITE_NOMEM;
-    }
-    l->own = no;
-    l->cap_own = ncap;
-  }
-  l->own[l->nown++] = c->epoch;
+  l->own[l->nown++] = c->epoch; /* room made by precheck */
   l->cur_size = c->lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
   l->losses = 0;
@@ -609,7 +610,6 @@ static int finish(commit *c) {
     l->stats[MW_STAT_RELOCATIONS]++;
     l->stats[MW_STAT_MERGES] += c->merged;
   }
-  return SQLITE_OK;
 }
 
 /* Steps 7-8 and the lane's bookkeeping, for an installed commit (stripes released;
@@ -621,7 +621,8 @@ static int complete(commit *c, int rc) {
     c->l->must_reset = 1;
     return rc;
   }
-  return finish(c);
+  finish(c);
+  return SQLITE_OK;
 }
 
 int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
