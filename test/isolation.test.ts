@@ -1,7 +1,8 @@
 // The isolation and atomicity holes of issue 8, through the TypeScript API (the C side of
 // each is native/test/test_engine_isolation.c): several commits inside one snapshot held by
-// an open iterator, a transaction over an attached engine database, a lost RELEASE, and
-// PRAGMA data_version.
+// an open iterator, readCheck: false and the structure of the b-tree, a relocated commit
+// that read user_version, a key range read through a merged interior page, a transaction
+// over an attached engine database, a lost RELEASE, and PRAGMA data_version.
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Database, SQLiteError } from "../lib/mod.ts";
@@ -36,6 +37,67 @@ describe("isolation through the API", () => {
     expect(b.query("SELECT count(*) AS n FROM t WHERE id >= 1000").get()!.n).toBe(5 + (lost ? 0 : 1));
     a.close();
     b.close();
+  });
+
+  it("readCheck: false still validates the leaf a split takes its divider from", () => {
+    const path = join(tempDir(), "rc0.db");
+    const a = new Database(path, { readCheck: false });
+    const b = new Database(path, { readCheck: false });
+    a.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
+    const fill = a.prepare("INSERT INTO t VALUES (?, ?)");
+    for (let i = 1; i <= 44; i++) fill.run(i, pad(900, "x")); // the right-most leaf is full
+    a.exec("BEGIN");
+    expect(a.query("SELECT count(*) AS n FROM t").get()!.n).toBe(44);
+    b.run("INSERT INTO t VALUES (100, 'small')"); // still fits in that leaf
+    a.run("INSERT INTO t VALUES (101, ?)", pad(900, "a")); // overflows a's stale copy
+    let committed = true;
+    try {
+      a.exec("COMMIT");
+    } catch (e) {
+      expect((e as SQLiteError).code).toBe("SQLITE_BUSY_SNAPSHOT");
+      committed = false;
+    }
+    expect(integrity(b)).toBe("ok");
+    expect(b.query("SELECT count(*) AS n FROM t").get()!.n).toBe(committed ? 46 : 45);
+    a.close();
+    b.close();
+  });
+
+  it("a commit that grew the file after reading user_version is refused when it changed", () => {
+    const path = join(tempDir(), "uv.db");
+    const t = new Database(path);
+    const u = new Database(path);
+    t.exec("CREATE TABLE r(k); CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
+    t.exec("BEGIN");
+    expect(t.query("PRAGMA user_version").values()[0][0]).toBe(0);
+    const ins = t.prepare("INSERT INTO t VALUES (?, ?)");
+    for (let i = 1; i <= 20; i++) ins.run(i, pad(3000, "x"));
+    u.exec("BEGIN; PRAGMA user_version = 7; INSERT INTO r VALUES (zeroblob(3000)), (zeroblob(3000)); COMMIT");
+    expect(() => t.exec("COMMIT")).toThrow(SQLiteError);
+    expect(u.query("SELECT count(*) AS n FROM t").get()!.n).toBe(0);
+    t.close();
+    u.close();
+  });
+
+  it("max(id) read through the root is not kept stale by a merge of the root", () => {
+    const path = join(tempDir(), "merge.db");
+    const t = new Database(path);
+    const u = new Database(path);
+    t.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
+    const fill = t.prepare("INSERT INTO t VALUES (?, ?)");
+    for (let i = 1; i <= 40; i++) fill.run(i * 10, pad(900, "x"));
+    t.exec("BEGIN");
+    expect(t.query("SELECT max(id) AS m FROM t").get()!.m).toBe(400);
+    for (let i = 1; i <= 4; i++) t.run("INSERT INTO t VALUES (?, ?)", 100 + i, pad(900, "m"));
+    const more = u.prepare("INSERT INTO t VALUES (?, ?)");
+    u.transaction(() => {
+      for (let i = 1; i <= 8; i++) more.run(400 + i, pad(900, "u"));
+    })();
+    // T read the old max(id): committing after U's rows would not be serializable.
+    expect(() => t.exec("COMMIT")).toThrow(SQLiteError);
+    expect(integrity(u)).toBe("ok");
+    t.close();
+    u.close();
   });
 
   it("a transaction over main and an attached database commits both halves or neither", () => {
