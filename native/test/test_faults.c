@@ -23,6 +23,8 @@
 **   plat-once       platform call n fails with EIO
 **   plat-always     platform call n and every later one fail with EIO
 **   plat-enospc     write or preallocation n and every later one fail with ENOSPC
+**   plat-short      write n of the log (pwritev) writes half of its bytes, every later
+**                   one fails with ENOSPC: half a record stays in the file
 **   sqlmem-once/-always, libcmem-once/-always: allocation n (and later) returns NULL
 ** A run is a child process (fork): it copies a template database (a few rows, and a
 ** log with records not yet compacted, so the open recovers), opens it twice through
@@ -66,7 +68,7 @@
 
 /* ---------------------------------------------------------------- fault state */
 
-enum { CL_NONE = 0, CL_VFS, CL_VFS_WRITE, CL_SYNC, CL_PLAT, CL_PLAT_SPACE, CL_SQLMEM, CL_LIBCMEM };
+enum { CL_NONE = 0, CL_VFS, CL_VFS_WRITE, CL_SYNC, CL_PLAT, CL_PLAT_SPACE, CL_PLAT_SHORT, CL_SQLMEM, CL_LIBCMEM };
 enum { M_ONCE = 0, M_ALWAYS };
 
 /* Set in the child before the workload; the parent never arms anything. Engine
@@ -169,6 +171,56 @@ static int ft_platform(int op, mw_fd fd) {
   }
   return ft_fire(CL_PLAT) ? EIO : 0;
 }
+
+/* ---------------------------------------------------------------- short writes of the log */
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#define FT_SHORT_WRITES 1
+/* The platform layer writes the log with pwritev(2) and retries what a short write
+** left: plat-short makes write n to a "-mw" file write half of its bytes, and every
+** later one fail with ENOSPC, so that half a record stays in the file. Other writes
+** (SQLite's use pwrite64) go to the kernel untouched. */
+static int is_log_fd(int fd) {
+  char link[64], path[512];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, path, sizeof path - 1);
+  if (n <= 0) return 0;
+  path[n] = 0;
+  return strstr(path, "-mw") != 0;
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off) {
+  if (__atomic_load_n(&ft_class, __ATOMIC_RELAXED) == CL_PLAT_SHORT && is_log_fd(fd)) {
+    int first = !__atomic_load_n(&ft_hit, __ATOMIC_SEQ_CST);
+    if (ft_fire(CL_PLAT_SHORT)) {
+      if (!first) {
+        errno = ENOSPC;
+        return -1;
+      }
+      size_t total = 0;
+      for (int i = 0; i < cnt; i++) total += iov[i].iov_len;
+      struct iovec part[64];
+      size_t want = total / 2, got = 0;
+      int k = 0;
+      for (; k < cnt && k < 64 && got < want; k++) {
+        part[k] = iov[k];
+        if (part[k].iov_len > want - got) part[k].iov_len = want - got;
+        got += part[k].iov_len;
+      }
+      if (k == 0) {
+        errno = ENOSPC;
+        return -1;
+      }
+      return syscall(SYS_pwritev, fd, part, k, (long)off, (long)((uint64_t)off >> 32));
+    }
+  }
+  return syscall(SYS_pwritev, fd, iov, cnt, (long)off, (long)((uint64_t)off >> 32));
+}
+#else
+#define FT_SHORT_WRITES 0
+#endif
 
 /* ---------------------------------------------------------------- fault VFS */
 
@@ -572,6 +624,7 @@ static const fclass classes[] = {
   { "plat-once", CL_PLAT, M_ONCE, 1 },
   { "plat-always", CL_PLAT, M_ALWAYS, 1 },
   { "plat-enospc", CL_PLAT_SPACE, M_ALWAYS, 1 },
+  { "plat-short", CL_PLAT_SHORT, M_ALWAYS, 1 },
   { "sqlmem-once", CL_SQLMEM, M_ONCE, 0 },
   { "sqlmem-always", CL_SQLMEM, M_ALWAYS, 0 },
   { "libcmem-once", CL_LIBCMEM, M_ONCE, 0 },
@@ -651,6 +704,10 @@ int main(void) {
   for (size_t k = 0; k < sizeof classes / sizeof classes[0]; k++) {
     const fclass *fc = &classes[k];
     if (only && strcmp(only, fc->name) != 0) continue;
+    if (fc->cls == CL_PLAT_SHORT && !FT_SHORT_WRITES) {
+      printf("%-15s skipped: needs Linux\n", fc->name);
+      continue;
+    }
     if (fc->cls == CL_LIBCMEM && !FT_LIBC_MALLOC) {
       printf("%-15s skipped: libc's allocator is the sanitizer's in this build\n", fc->name);
       continue;
