@@ -26,6 +26,7 @@
 **   plat-short      write n of the log (pwritev) writes half of its bytes, every later
 **                   one fails with ENOSPC: half a record stays in the file
 **   sqlmem-once/-always, libcmem-once/-always: allocation n (and later) returns NULL
+**   thread-once     thread start n fails with EAGAIN (interposed pthread_create)
 ** A run is a child process (fork): it copies a template database (a few rows, and a
 ** log with records not yet compacted, so the open recovers), opens it twice through
 ** the engine, commits transactions alternately on both connections (one row and
@@ -68,7 +69,7 @@
 
 /* ---------------------------------------------------------------- fault state */
 
-enum { CL_NONE = 0, CL_VFS, CL_VFS_WRITE, CL_SYNC, CL_PLAT, CL_PLAT_SPACE, CL_PLAT_SHORT, CL_SQLMEM, CL_LIBCMEM };
+enum { CL_NONE = 0, CL_VFS, CL_VFS_WRITE, CL_SYNC, CL_PLAT, CL_PLAT_SPACE, CL_PLAT_SHORT, CL_SQLMEM, CL_LIBCMEM, CL_THREAD };
 enum { M_ONCE = 0, M_ALWAYS };
 
 /* Set in the child before the workload; the parent never arms anything. Engine
@@ -155,6 +156,24 @@ void *realloc(void *p, size_t n) {
 }
 #else
 #define FT_LIBC_MALLOC 0
+#endif
+
+/* ---------------------------------------------------------------- threads */
+
+#if !FT_SANITIZER && defined(__GLIBC__)
+#include <dlfcn.h>
+#define FT_THREADS 1
+/* The engine starts threads (the log's grower, the compactor): thread-once makes the
+** n-th pthread_create fail with EAGAIN, as when the process is out of threads. */
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+  if (!real) return EAGAIN;
+  if (ft_fire(CL_THREAD)) return EAGAIN;
+  return real(t, attr, fn, arg);
+}
+#else
+#define FT_THREADS 0
 #endif
 
 /* ---------------------------------------------------------------- platform hook */
@@ -629,6 +648,7 @@ static const fclass classes[] = {
   { "sqlmem-always", CL_SQLMEM, M_ALWAYS, 0 },
   { "libcmem-once", CL_LIBCMEM, M_ONCE, 0 },
   { "libcmem-always", CL_LIBCMEM, M_ALWAYS, 0 },
+  { "thread-once", CL_THREAD, M_ONCE, 1 },
 };
 
 static int failures;
@@ -706,6 +726,10 @@ int main(void) {
     if (only && strcmp(only, fc->name) != 0) continue;
     if (fc->cls == CL_PLAT_SHORT && !FT_SHORT_WRITES) {
       printf("%-15s skipped: needs Linux\n", fc->name);
+      continue;
+    }
+    if (fc->cls == CL_THREAD && !FT_THREADS) {
+      printf("%-15s skipped: the sanitizer owns pthread_create in this build\n", fc->name);
       continue;
     }
     if (fc->cls == CL_LIBCMEM && !FT_LIBC_MALLOC) {
