@@ -92,10 +92,15 @@ for t in "${targets[@]}"; do
   log="$out/$t.log"
   echo "fuzz.sh: $t for $secs s (seeds: $(ls "$seeds" | wc -l), corpus: $(ls "$work" | wc -l))"
   rc=0
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    "$out/bin/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
-      -jobs="$jobs" -workers="$jobs" -print_final_stats=1 \
-      -artifact_prefix="$out/artifacts/$t-" "$work" "$seeds" > "$log" 2>&1 || rc=$?
+  # Parallel workers (-jobs) write fuzz-<n>.log into the current folder: $out.
+  par=()
+  [ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
+  rm -f "$out"/fuzz-*.log
+  (cd "$out" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    "$root/$out/bin/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
+      "${par[@]}" -print_final_stats=1 -artifact_prefix="$root/$out/artifacts/$t-" \
+      "$root/$work" "$root/$seeds") > "$log" 2>&1 || rc=$?
+  [ "$jobs" -gt 1 ] && cat "$out"/fuzz-*.log >> "$log" 2>/dev/null
   if [ "$rc" -ne 0 ] || grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
     echo "fuzz.sh: FAIL $t (exit $rc), see $log"
     grep -E -m 3 -A 25 'ERROR:|runtime error:|fuzz_[a-z]+: ' "$log" | head -80
@@ -105,7 +110,7 @@ for t in "${targets[@]}"; do
   grep -E '^stat::(number_of_executed_units|peak_rss_mb|new_units_added)' "$log" | sed "s/^/  $t /"
   grep -E 'cov: [0-9]+' "$log" | tail -n 1 | sed "s/^/  $t /"
   if [ "${MW_FUZZ_SAVE:-0}" = 1 ]; then
-    "$out/bin/$t" -merge=1 "$seeds" "$work" > "$out/$t.merge.log" 2>&1
+    "$out/bin/$t" -merge=1 "$seeds" "$work" > "$out/$t.merge.log" 2>&1 || { echo "fuzz.sh: merge of $t failed" >&2; exit 1; }
     echo "  $t: seeds now $(ls "$seeds" | wc -l)"
   fi
 done
