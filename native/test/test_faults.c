@@ -1,17 +1,18 @@
 /* test_faults: every file and memory call of the engine failed in turn, and the
 ** database reopened and checked after each.
 **
-** Three places where a call can fail, counted separately:
+** The places where a call can fail, counted separately:
 **   - the root VFS: the engine reaches the database file (and SQLite its temporary
 **     files) through the VFS it registered over; here that is a wrapper of "unix"
-**     (fault_vfs below) installed as the engine's root before the first open;
+**     (ff_vfs below) installed as the engine's root before the first open;
 **   - the platform layer's fault hook (platform.h): the log's and the compactor's
 **     own file calls (open, read, write, data sync, sync, preallocate, truncate,
 **     size, directory sync, delete, rename);
 **   - memory: SQLite's allocator (SQLITE_CONFIG_MALLOC wrapped: SQLite's own
 **     allocations and the engine's sqlite3_malloc/mprintf), and libc's malloc, calloc
 **     and realloc, which the engine calls directly (interposed below; not under
-**     ASan/TSan, whose allocators cannot be wrapped this way).
+**     ASan/TSan, whose allocators cannot be wrapped this way);
+**   - threads: pthread_create (interposed, not under the sanitizers either).
 ** Each class runs with a fault at call n for n = 1, 2, ... until a run makes fewer
 ** than n calls of that class (every call has been failed once):
 **   vfs-once        call n fails (EIO-like code of the method, CANTOPEN for xOpen)
@@ -34,16 +35,17 @@
 ** file classes see a compaction of the log in the middle), and closes (the last close
 ** compacts and removes the log). Every COMMIT that returned SQLITE_OK is written to
 ** memory shared with the parent; every error must be a clear one (IOERR, FULL,
-** NOMEM, CANTOPEN; see note_error). The parent then
-** reopens the database without faults and checks: the open works, integrity_check is
-** ok, the template rows are there, every acknowledged commit is there, each counter
-** equals its connection's rows (no half transaction), and after the close the file
-** passes integrity_check through the stock "unix" VFS with the same rows. A crash or a
-** hang (alarm) of the child fails the test.
+** NOMEM, CANTOPEN; see note_error). The parent then reopens the database without
+** faults and checks: the open works, integrity_check is ok, the template rows are
+** there, every acknowledged commit is there, each counter equals its connection's
+** rows (no half transaction), and after the close the file passes integrity_check
+** through the stock "unix" VFS with the same rows. A crash or a hang (alarm) of the
+** child fails the test, and under ASan a leak (the child exits through LeakSanitizer).
 **
 ** Env: MW_TEST_SCALE < 1 tests every (1/scale)-th n only (and a sanitizer build every
-** other one of those); MW_FAULTS_ONLY=<class> runs
-** one class; MW_FAULTS_N=<n> one n (with MW_FAULTS_ONLY, to reproduce).
+** other one of those); MW_FAULTS_ONLY=<class> runs one class; MW_FAULTS_N=<n> one n
+** (with MW_FAULTS_ONLY, to reproduce); MW_FAULTS_TRACE=1 prints the stack of the failed
+** call; MW_FAULTS_VERBOSE=1 every error the workload meets.
 */
 #include "test_engine_util.h"
 #include "platform.h"
@@ -69,7 +71,10 @@
 
 /* ---------------------------------------------------------------- fault state */
 
-enum { CL_NONE = 0, CL_VFS, CL_VFS_WRITE, CL_SYNC, CL_PLAT, CL_PLAT_SPACE, CL_PLAT_SHORT, CL_SQLMEM, CL_LIBCMEM, CL_THREAD };
+enum {
+  CL_NONE = 0, CL_VFS, CL_VFS_WRITE, CL_SYNC, CL_PLAT, CL_PLAT_SPACE, CL_PLAT_SHORT,
+  CL_SQLMEM, CL_LIBCMEM, CL_THREAD
+};
 enum { M_ONCE = 0, M_ALWAYS };
 
 /* Set in the child before the workload; the parent never arms anything. Engine
@@ -79,7 +84,8 @@ static long ft_n;       /* the call to fail (1-based); 0: count only */
 static long ft_calls;   /* calls of ft_class so far */
 static int ft_hit;      /* call ft_n happened */
 
-/* 1 when this call of class cls must fail. */
+/* Nonzero when this call of class cls must fail: 2 for call n itself, 1 for a later
+** one (mode always). */
 static int ft_fire(int cls) {
   if (__atomic_load_n(&ft_class, __ATOMIC_RELAXED) != cls) return 0;
   long c = __atomic_add_fetch(&ft_calls, 1, __ATOMIC_SEQ_CST);
@@ -90,7 +96,7 @@ static int ft_fire(int cls) {
       void *pcs[32];
       backtrace_symbols_fd(pcs, backtrace(pcs, 32), 2);
     }
-    return 1;
+    return 2;
   }
   return ft_mode == M_ALWAYS;
 }
@@ -212,9 +218,9 @@ static int is_log_fd(int fd) {
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off) {
   if (__atomic_load_n(&ft_class, __ATOMIC_RELAXED) == CL_PLAT_SHORT && is_log_fd(fd)) {
-    int first = !__atomic_load_n(&ft_hit, __ATOMIC_SEQ_CST);
-    if (ft_fire(CL_PLAT_SHORT)) {
-      if (!first) {
+    int f = ft_fire(CL_PLAT_SHORT);
+    if (f) {
+      if (f == 1) {
         errno = ENOSPC;
         return -1;
       }
@@ -265,9 +271,10 @@ static int ff_read(sqlite3_file *f, void *b, int n, sqlite3_int64 off) {
   return rc ? rc : REAL(f)->pMethods->xRead(REAL(f), b, n, off);
 }
 static int ff_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 off) {
-  if (ft_class == CL_VFS_WRITE && ft_fire(CL_VFS_WRITE)) {
+  int fire = ft_class == CL_VFS_WRITE ? ft_fire(CL_VFS_WRITE) : 0;
+  if (fire) {
     /* A short write: part of the bytes reach the file, then the disk is full. */
-    if (n > 1) (void)REAL(f)->pMethods->xWrite(REAL(f), b, n / 2, off);
+    if (fire == 2 && n > 1) (void)REAL(f)->pMethods->xWrite(REAL(f), b, n / 2, off);
     return SQLITE_FULL;
   }
   int rc = ff_fault(SQLITE_IOERR_WRITE);
