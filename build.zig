@@ -161,6 +161,31 @@ pub fn build(b: *std.Build) void {
         test_step.dependOn(&run.step);
     }
 
+    // Fuzz targets: every native/fuzz/fuzz_*.c, linked with replay.c (no libFuzzer) and run
+    // over its committed corpus native/fuzz/corpus/<name>/. scripts/fuzz.sh fuzzes them.
+    if (b.build_root.handle.openDir("native/fuzz", .{ .iterate = true })) |fuzz_dir_const| {
+        var fuzz_dir = fuzz_dir_const;
+        defer fuzz_dir.close();
+        var fit = fuzz_dir.iterate();
+        while (fit.next() catch @panic("cannot list native/fuzz")) |entry| {
+            if (entry.kind != .file or !std.mem.startsWith(u8, entry.name, "fuzz_") or !std.mem.endsWith(u8, entry.name, ".c")) continue;
+            const name = b.dupe(entry.name[0 .. entry.name.len - 2]);
+            const mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true });
+            mod.addCSourceFiles(.{ .root = b.path("native/fuzz"), .files = &.{ b.dupe(entry.name), "replay.c" }, .flags = &engine_flags });
+            mod.addIncludePath(b.path("native/include"));
+            mod.addIncludePath(b.path("native/src"));
+            mod.addIncludePath(b.path("native/sqlite"));
+            mod.linkLibrary(host.static);
+            const exe = b.addExecutable(.{ .name = b.fmt("{s}_replay", .{name}), .root_module = mod });
+            b.getInstallStep().dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "test" } } }).step);
+            const run = b.addRunArtifact(exe);
+            run.addArg(b.fmt("native/fuzz/corpus/{s}", .{name}));
+            run.setCwd(b.path("."));
+            run.has_side_effects = true;
+            test_step.dependOn(&run.step);
+        }
+    } else |_| {}
+
     // Native benchmarks: every bench/native/*.c is one program linked with the static library.
     if (b.build_root.handle.openDir("bench/native", .{ .iterate = true })) |bench_dir_const| {
         var bench_dir = bench_dir_const;

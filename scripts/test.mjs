@@ -16,6 +16,9 @@ const STEPS = [
   // Every C test again under ASan+UBSan and under TSan (Debian's clang; sqlite3.o is kept
   // in zig-out/sanitize between runs).
   { name: "sanitizers (ASan+UBSan, TSan)", cmd: ["bash", "scripts/sanitize.sh"] },
+  // libFuzzer targets of native/fuzz, 25 s each from the committed corpus (a longer run:
+  // scripts/fuzz.sh 1800); reuses the ASan sqlite3.o of the step above.
+  { name: "fuzzing (scripts/fuzz.sh, bounded)", cmd: ["bash", "scripts/fuzz.sh", "25"] },
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
   { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },

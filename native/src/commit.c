@@ -417,10 +417,8 @@ static int validate_reads(commit *c, int meta_changed) {
   mw_store *s = &l->db->store;
   int ddl = c->writes_page1 && mw_get32(c->img[0] + 40) != c->view_cookie;
   int full = l->readcheck || ddl;
-  if (l->rs.failed) {
-    c->conflict = MW_STAT_CONFLICT_READ;
-    return SQLITE_OK;
-  }
+  /* A page read could not be recorded (no memory): the read set is incomplete. */
+  if (l->rs.failed) return SQLITE_NOMEM;
   if (full && meta_changed && (!c->writes_page1 || c->relocated)) {
     c->conflict = MW_STAT_CONFLICT_READ;
     return SQLITE_OK;

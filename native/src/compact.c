@@ -163,7 +163,9 @@ static void *compactor_main(void *arg) {
 
 int mw_compactor_start(mw_db *db) {
   db->stop = 0;
-  if (mw_thread_start(&db->compactor, compactor_main, db) != 0) return SQLITE_ERROR;
+  /* No thread to be had (the process is out of them): the open fails with a code that
+  ** says so, and db.c's message. */
+  if (mw_thread_start(&db->compactor, compactor_main, db) != 0) return SQLITE_CANTOPEN;
   db->compactor_running = 1;
   return SQLITE_OK;
 }

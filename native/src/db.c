@@ -284,6 +284,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   }
   rc = mw_compactor_start(db);
   if (rc != SQLITE_OK) {
+    if (pzErr && *pzErr == 0) *pzErr = sqlite3_mprintf("multiwriter: cannot start the compactor thread of %s", zPath);
 #if MW_USE_LOG
     mw_log_close(db->log, 0);
 #endif

@@ -243,6 +243,7 @@ typedef struct mw_file {
   mw_lane *lane;               /* MAIN and WAL */
   sqlite3_file *real;          /* MAIN and ERR: the file through the root VFS */
   char *err;                   /* ERR: why the open is refused */
+  int err_rc;                  /* ERR: the result code the open fails with */
   int reads;                   /* ERR: reads so far */
 } mw_file;
 

@@ -159,7 +159,7 @@ int mw_check_open(sqlite3 *db, char **pzErr) {
   if (f->pMethods != &mw_err_methods) return SQLITE_OK;
   mw_file *p = (mw_file *)f;
   if (pzErr) *pzErr = sqlite3_mprintf("%s", p->err ? p->err : "multiwriter: open refused");
-  return SQLITE_ERROR;
+  return p->err_rc != SQLITE_OK ? p->err_rc : SQLITE_ERROR;
 }
 
 /* ---------------------------------------------------------------- VFS methods */
@@ -208,6 +208,7 @@ static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, in
     memset(p, 0, sizeof(*p));
     p->kind = MW_KIND_ERR;
     p->err = err;
+    p->err_rc = rc; /* SQLITE_ERROR for options; the engine's I/O or memory error kept */
     p->base.pMethods = &mw_err_methods;
     if (pOut) *pOut = flags;
     return SQLITE_OK;

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# fuzz.sh: builds the libFuzzer targets of native/fuzz (Debian's clang, with ASan + UBSan)
+# and runs each for a bounded time from its seed corpus native/fuzz/corpus/<target>/.
+# Any crash, sanitizer report, leak, timeout or failed check of a target fails the script;
+# the input that did it is kept in zig-out/fuzz/artifacts/ (rerun a target on it to
+# reproduce: zig-out/fuzz/bin/<target> <file>).
+#
+# Usage: scripts/fuzz.sh [seconds per target] [target ...]
+#   npm test runs it with 25 s per target; a longer run: scripts/fuzz.sh 1800
+# Env: CC (default clang), MW_FUZZ_JOBS (parallel fuzzing processes per target, default 1),
+#      MW_FUZZ_SAVE=1 (merge the new inputs that add coverage into native/fuzz/corpus/,
+#      to commit after a long run).
+# Inputs found during a run go to zig-out/fuzz/corpus/<target>/ and are used again by the
+# next run. sqlite3.o is rebuilt only when sqlite3.c, build.zig or the command change.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+CC="${CC:-clang}"
+secs="${1:-25}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_log fuzz_btree fuzz_opts)
+jobs="${MW_FUZZ_JOBS:-1}"
+
+if ! command -v "$CC" >/dev/null; then
+  echo "fuzz.sh: $CC not found (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+  exit 1
+fi
+
+# The -D flags of build.zig, read from the file (as scripts/sanitize.sh does).
+zig_list() {
+  awk -v name="$1" '
+    $0 ~ "^const " name " = " { on = 1; next }
+    on && /^};/ { exit }
+    on { if (match($0, /"[^"]*"/)) print substr($0, RSTART + 1, RLENGTH - 2) }
+  ' build.zig
+}
+mapfile -t sqlite_flags < <(zig_list sqlite_flags)
+mapfile -t posix_flags < <(zig_list posix_flags)
+mapfile -t engine_flags < <(zig_list engine_flags)
+if [ ${#sqlite_flags[@]} -lt 5 ] || [ ${#posix_flags[@]} -lt 1 ] || [ ${#engine_flags[@]} -lt 3 ]; then
+  echo "fuzz.sh: cannot read the flag lists from build.zig" >&2
+  exit 1
+fi
+
+out=zig-out/fuzz
+mkdir -p "$out/obj" "$out/bin" "$out/artifacts"
+san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+t0=$SECONDS
+
+# SQLite: sanitized but not coverage-instrumented (the targets fuzz the engine). The
+# object scripts/sanitize.sh built for ASan has the same flags: taken when current.
+sqlite_cmd() {
+  echo "$CC" -O1 -g "${san[@]}" "${sqlite_flags[@]}" "${posix_flags[@]}" -Inative/sqlite \
+    -c native/sqlite/sqlite3.c -o "$1/sqlite3.o.tmp"
+}
+sum="$(cksum < native/sqlite/sqlite3.c)"
+sq_cmd=($(sqlite_cmd "$out"))
+stamp="${sq_cmd[*]} $sum"
+asan=zig-out/sanitize/asan
+if [ -f "$asan/sqlite3.o" ] && [ "$(cat "$asan/sqlite3.stamp" 2>/dev/null)" = "$(sqlite_cmd "$asan") $sum" ]; then
+  cp "$asan/sqlite3.o" "$out/sqlite3.o"
+  printf '%s' "$stamp" > "$out/sqlite3.stamp"
+fi
+if [ ! -f "$out/sqlite3.o" ] || [ "$(cat "$out/sqlite3.stamp" 2>/dev/null)" != "$stamp" ]; then
+  echo "fuzz.sh: compiling sqlite3.c (-O1, takes a while)"
+  rm -f "$out/sqlite3.o" "$out/sqlite3.stamp"
+  "${sq_cmd[@]}"
+  mv "$out/sqlite3.o.tmp" "$out/sqlite3.o"
+  printf '%s' "$stamp" > "$out/sqlite3.stamp"
+fi
+
+# The engine, coverage-instrumented; then one program per target.
+cflags=(-O1 -g "${san[@]}" -fsanitize=fuzzer-no-link "${engine_flags[@]}"
+        -Inative/include -Inative/src -Inative/sqlite)
+rm -f "$out"/obj/*.o
+for f in native/src/*.c; do
+  "$CC" "${cflags[@]}" -c "$f" -o "$out/obj/$(basename "$f" .c).o"
+done
+for t in "${targets[@]}"; do
+  "$CC" "${cflags[@]}" -fsanitize=fuzzer "native/fuzz/$t.c" "$out"/obj/*.o "$out/sqlite3.o" \
+    -o "$out/bin/$t" -lpthread -lm -ldl
+done
+echo "fuzz.sh: built ${#targets[@]} targets in $((SECONDS - t0)) s"
+
+failed=()
+for t in "${targets[@]}"; do
+  seeds="native/fuzz/corpus/$t"
+  work="$out/corpus/$t"
+  mkdir -p "$work"
+  log="$out/$t.log"
+  echo "fuzz.sh: $t for $secs s (seeds: $(ls "$seeds" | wc -l), corpus: $(ls "$work" | wc -l))"
+  rc=0
+  # Parallel workers (-jobs) write fuzz-<n>.log into the current folder: $out.
+  par=()
+  [ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
+  rm -f "$out"/fuzz-*.log
+  (cd "$out" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    "$root/$out/bin/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
+      "${par[@]}" -print_final_stats=1 -artifact_prefix="$root/$out/artifacts/$t-" \
+      "$root/$work" "$root/$seeds") > "$log" 2>&1 || rc=$?
+  [ "$jobs" -gt 1 ] && cat "$out"/fuzz-*.log >> "$log" 2>/dev/null
+  if [ "$rc" -ne 0 ] || grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
+    echo "fuzz.sh: FAIL $t (exit $rc), see $log"
+    grep -E -m 3 -A 25 'ERROR:|runtime error:|fuzz_[a-z]+: ' "$log" | head -80
+    failed+=("$t")
+    continue
+  fi
+  grep -E '^stat::(number_of_executed_units|peak_rss_mb|new_units_added)' "$log" | sed "s/^/  $t /"
+  grep -E 'cov: [0-9]+' "$log" | tail -n 1 | sed "s/^/  $t /"
+  if [ "${MW_FUZZ_SAVE:-0}" = 1 ]; then
+    "$out/bin/$t" -merge=1 "$seeds" "$work" > "$out/$t.merge.log" 2>&1 || { echo "fuzz.sh: merge of $t failed" >&2; exit 1; }
+    echo "  $t: seeds now $(ls "$seeds" | wc -l)"
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz.sh: ${#failed[@]} failed: ${failed[*]}"
+  exit 1
+fi
+echo "fuzz.sh: all clean ($((SECONDS - t0)) s)"
