@@ -155,7 +155,11 @@ pub fn build(b: *std.Build) void {
     b.installArtifact(host.static);
 
     // C tests: every native/test/*.c is one program linked with the static library.
+    // For a -Dtarget other than the host (run under qemu-user, release/platforms.mjs)
+    // the library is built exactly as the release builds it: the tests then check the
+    // released code, and after `zig build release` none of its C is compiled again.
     const test_step = b.step("test", "Build and run the C tests");
+    const test_lib = if (target.query.isNative()) host.static else releaseStaticLibrary(b, target);
     var dir = b.build_root.handle.openDir("native/test", .{ .iterate = true }) catch @panic("native/test missing");
     defer dir.close();
     var it = dir.iterate();
@@ -168,7 +172,7 @@ pub fn build(b: *std.Build) void {
         mod.addIncludePath(b.path("native/src"));
         mod.addIncludePath(b.path("native/sqlite"));
         mod.addIncludePath(b.path("native/test"));
-        mod.linkLibrary(host.static);
+        mod.linkLibrary(test_lib);
         const exe = b.addExecutable(.{ .name = b.dupe(name), .root_module = mod });
         b.getInstallStep().dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "test" } } }).step);
         const run = b.addRunArtifact(exe);
@@ -251,6 +255,22 @@ fn sqliteOnlyModule(b: *std.Build, target: std.Build.ResolvedTarget, optimize: s
     return mod;
 }
 
+/// sqlite3.c alone, compiled as the release compiles it for a target.
+fn releaseSqliteObject(b: *std.Build, target: std.Build.ResolvedTarget) *std.Build.Step.Compile {
+    const mod = sqliteOnlyModule(b, target, .ReleaseFast);
+    mod.strip = true;
+    return b.addObject(.{ .name = "sqlite3", .root_module = mod });
+}
+
+/// The release's static library of a target (as addReleaseTarget builds it), on its own.
+fn releaseStaticLibrary(b: *std.Build, target: std.Build.ResolvedTarget) *std.Build.Step.Compile {
+    const mod = addModule(b, target, .ReleaseFast, false, false);
+    mod.strip = true;
+    appleFlags(b, mod);
+    mod.addObject(releaseSqliteObject(b, target));
+    return b.addLibrary(.{ .linkage = .static, .name = "mwsqlite3", .root_module = mod });
+}
+
 /// Builds the three artifacts of one release target into zig-out/release/<name>/.
 /// sqlite3.c is compiled once into an object that both the shared and the static
 /// library take (it is most of the build time; COFF cannot merge several sources
@@ -258,9 +278,7 @@ fn sqliteOnlyModule(b: *std.Build, target: std.Build.ResolvedTarget, optimize: s
 /// artifacts carry no debug information.
 fn addReleaseTarget(b: *std.Build, name: []const u8, target: std.Build.ResolvedTarget, libc_file: ?std.Build.LazyPath, check: *std.Build.Step.Run) void {
     const optimize: std.builtin.OptimizeMode = .ReleaseFast;
-    const sqlite_mod = sqliteOnlyModule(b, target, optimize);
-    sqlite_mod.strip = true;
-    const sqlite_obj = b.addObject(.{ .name = "sqlite3", .root_module = sqlite_mod });
+    const sqlite_obj = releaseSqliteObject(b, target);
 
     var mods: [3]*std.Build.Module = undefined;
     for (&mods, [_]bool{ false, true, false }) |*m, extension| {

@@ -1,0 +1,143 @@
+// release/ts-emulated.mjs: the TypeScript suite (vitest) under the linux-arm64 Bun and
+// Deno binaries of their npm packages, run by qemu-user on this x86_64 machine, with
+// the released linux-arm64-gnu library. Used by release/platforms.mjs.
+//
+// What it takes, and why:
+//   - the runtimes are the npm packages npm would install on linux-arm64, at the
+//     versions of package-lock.json, fetched with `npm pack` into zig-out/emu/runtimes
+//     and checked against the lock file's integrity; rolldown's linux-arm64 binding
+//     too (vitest runs on vite, which loads it; NAPI_RS_NATIVE_LIBRARY_PATH points at it);
+//   - a copy of lib/, test/ and the configuration in zig-out/emu/<target>/project, whose
+//     zig-out/lib holds the released arm64 files (the tests find the library and the
+//     extension there, as in a checkout); node_modules is the checkout's (JavaScript);
+//   - one vitest process per test file with --pool=threads: vitest's default (a forked
+//     process per file) re-executes the runtime, which the kernel cannot run without a
+//     binfmt_misc entry for qemu (CI does not register one: that changes the machine for
+//     every container on it). One process per file keeps the isolation of forks.
+//   - two files cannot run this way: native.test.ts loads the extension into the
+//     host's /usr/bin/sqlite3 (an x86_64 program cannot load an arm64 library), and
+//     download.test.ts re-executes the runtime (same reason as above).
+// Bun's and Deno's musl builds are not tried: Bun's linux-*-musl binaries need
+// libstdc++.so.6 built for musl (no Debian package has it) and Deno publishes no musl
+// build. Windows: not tried under Wine (release/README.md says why).
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
+import { TARGETS } from "./targets.mjs";
+
+const TARGET = "linux-arm64-gnu";
+const PACKAGES = {
+  bun: { name: "@oven/bun-linux-aarch64", bin: "bin/bun" },
+  deno: { name: "@deno/linux-arm64-glibc", bin: "deno" },
+  rolldown: { name: "@rolldown/binding-linux-arm64-gnu", bin: "rolldown-binding.linux-arm64-gnu.node" },
+};
+/** Files the emulated runtimes cannot run, with the reason. */
+export const NOT_EMULATED = {
+  "native.test.ts": "loads the arm64 extension into the host's x86_64 sqlite3 shell",
+  "download.test.ts": "re-executes the runtime (needs binfmt_misc)",
+};
+
+/** Fetches one npm package at the lock file's version into dir and returns its folder. */
+function fetchPackage(repo, dir, name, log) {
+  const lock = JSON.parse(readFileSync(join(repo, "package-lock.json"), "utf8")).packages[`node_modules/${name}`];
+  if (!lock) throw new Error(`${name} is not in package-lock.json`);
+  const tgz = join(dir, `${name.slice(1).replace("/", "-")}-${lock.version}.tgz`);
+  const out = join(dir, `${name.slice(1).replace("/", "-")}-${lock.version}`);
+  if (!existsSync(tgz)) {
+    const r = log(`npm pack ${name}`, "npm", ["pack", "--silent", "--pack-destination", dir, `${name}@${lock.version}`]);
+    if (!r.ok) throw new Error(`npm pack ${name}@${lock.version} failed`);
+  }
+  const [algo, want] = lock.integrity.split("-");
+  const got = createHash(algo).update(readFileSync(tgz)).digest("base64");
+  if (got !== want) {
+    rmSync(tgz, { force: true });
+    throw new Error(`${tgz}: ${algo} ${got}, package-lock.json says ${want}`);
+  }
+  if (!existsSync(out)) {
+    mkdirSync(out, { recursive: true });
+    const r = spawnSync("tar", ["xzf", tgz, "-C", out, "--strip-components=1"]);
+    if (r.status !== 0) throw new Error(`cannot unpack ${tgz}`);
+  }
+  return out;
+}
+
+/** A copy of the checkout's TypeScript side whose zig-out/lib is the target's release. */
+function makeProject(repo, releaseDir, dir) {
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(join(dir, "zig-out", "lib"), { recursive: true });
+  for (const f of ["lib", "test", "vitest.config.ts", "package.json", "tsconfig.json", "deno.json"]) {
+    cpSync(join(repo, f), join(dir, f), { recursive: true });
+  }
+  symlinkSync(join(repo, "node_modules"), join(dir, "node_modules"));
+  const files = TARGETS[TARGET].files;
+  for (const role of ["shared", "extension"]) cpSync(join(releaseDir, TARGET, files[role]), join(dir, "zig-out", "lib", files[role]));
+}
+
+/**
+ * Runs the suite and returns { [target]: { state, text } } for the table.
+ * run(label, cmd, args, env) is release/platforms.mjs's logged spawn.
+ */
+export function runEmulatedSuite({ repo, releaseDir, run, requireAll }) {
+  const results = {
+    "linux-x64-musl": { state: "n/a", text: "Bun's musl build needs a musl libstdc++; Deno has none" },
+    "linux-arm64-musl": { state: "n/a", text: "Bun's musl build needs a musl libstdc++; Deno has none" },
+    "win32-x64": { state: "n/a", text: "not under Wine (release/README.md)" },
+  };
+  const glibc = "/usr/aarch64-linux-gnu";
+  const needs = [
+    [!spawnSync("qemu-aarch64", ["--version"]).error, "no qemu-aarch64 (apt-get install qemu-user)"],
+    [existsSync(join(glibc, "lib", "ld-linux-aarch64.so.1")), "no arm64 glibc (apt-get install libc6-arm64-cross)"],
+    [existsSync(join(glibc, "lib", "libgcc_s.so.1")), "no arm64 libgcc_s (apt-get install libgcc-s1-arm64-cross; Deno needs it)"],
+    [existsSync(join(releaseDir, TARGET)), `no zig-out/release/${TARGET}`],
+  ];
+  const lacking = needs.find(([ok]) => !ok);
+  if (lacking) {
+    results[TARGET] = { state: requireAll ? "fail" : "skip", text: lacking[1] };
+    return results;
+  }
+  const emu = join(repo, "zig-out", "emu");
+  const runtimes = join(emu, "runtimes");
+  mkdirSync(runtimes, { recursive: true });
+  const bins = {};
+  try {
+    for (const [key, p] of Object.entries(PACKAGES)) bins[key] = join(fetchPackage(repo, runtimes, p.name, run), p.bin);
+  } catch (e) {
+    results[TARGET] = { state: "fail", text: `runtimes: ${e.message}` };
+    return results;
+  }
+  const project = join(emu, TARGET, "project");
+  makeProject(repo, releaseDir, project);
+  const files = readdirSync(join(project, "test")).filter((f) => f.endsWith(".test.ts") && !(f in NOT_EMULATED)).sort();
+  const env = {
+    QEMU_LD_PREFIX: glibc,
+    NAPI_RS_NATIVE_LIBRARY_PATH: bins.rolldown,
+    SQLITE_MULTIWRITER_LIB: join(project, "zig-out", "lib", TARGETS[TARGET].files.shared),
+  };
+  const vitest = join(repo, "node_modules", "vitest", "vitest.mjs");
+  const summary = [];
+  let failed = false;
+  for (const [runtime, argv] of [
+    ["Bun", ["qemu-aarch64", bins.bun, "--bun", vitest]],
+    ["Deno", ["qemu-aarch64", bins.deno, "run", "-A", vitest]],
+  ]) {
+    let tests = 0;
+    const bad = [];
+    const t0 = performance.now();
+    for (const f of files) {
+      const r = run(`TS ${runtime} ${TARGET} ${f}`, argv[0], [...argv.slice(1), "run", "--pool=threads", "--testTimeout=300000", "--hookTimeout=120000", `test/${f}`], env, project);
+      const m = /Tests\s+(?:\x1b\[[0-9;]*m)*(\d+) passed/.exec(r.out);
+      if (r.ok && m) tests += Number(m[1]);
+      else bad.push(f);
+    }
+    const secs = ((performance.now() - t0) / 1000).toFixed(0);
+    summary.push(`${runtime} ${bad.length ? `FAILED ${bad.join(" ")}` : `${tests} tests`}`);
+    failed ||= bad.length > 0;
+    console.log(`TS suite under ${runtime} (${TARGET}, qemu): ${files.length - bad.length}/${files.length} files, ${tests} tests, ${secs} s`);
+  }
+  results[TARGET] = {
+    state: failed ? "fail" : "ok",
+    text: `${summary.join(", ")}, ${files.length}/${files.length + Object.keys(NOT_EMULATED).length} files (qemu)`,
+  };
+  return results;
+}
