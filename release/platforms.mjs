@@ -85,7 +85,8 @@ for (const target of DEFAULT_TARGETS) {
     continue;
   }
   const r = run(`artifacts ${target}`, node, ["release/check-artifacts.mjs", releaseDir, target]);
-  set(target, "built", r.ok ? "ok" : "fail", r.ok ? "ok" : `check failed (${r.why})`);
+  const n = /all (\d+) artifacts/.exec(r.out)?.[1] ?? "?";
+  set(target, "built", r.ok ? "ok" : "fail", r.ok ? `${n} artifacts checked` : `check failed (${r.why})`);
 }
 const mobile = Object.keys(TARGETS).filter((t) => TARGETS[t].mobile);
 {
@@ -182,5 +183,8 @@ console.log(`\n== platforms\n${line(["target", ...columns])}\n${widths.map((w) =
 for (const r of rows) console.log(line(r));
 const failed = Object.entries(cells).flatMap(([t, cs]) => Object.entries(cs).filter(([, c]) => c.state === "fail").map(([c]) => `${t} ${c}`));
 const total = timings.reduce((a, [, s]) => a + s, 0);
+const all = Object.values(cells).flatMap((cs) => Object.values(cs));
+const count = (state) => all.filter((c) => c.state === state).length;
 console.log(`\n${failed.length ? `FAILED: ${failed.join(", ")}` : "every cell that runs here passed"} (${secs(total)})`);
+console.log(`platforms: ${count("ok")} passed, ${count("fail")} failed, ${count("skip")} skipped`);
 process.exit(failed.length ? 1 : 0);
