@@ -15,7 +15,7 @@
 //   --require-all  a cell that cannot run because a tool is missing fails instead of
 //                  being skipped (CI installs every tool: .ci/run)
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,24 +32,50 @@ function onPath(cmd) {
   return (process.env.PATH ?? "").split(":").some((d) => d && existsSync(join(d, cmd)));
 }
 
+/**
+ * musl's dynamic loader for dynamically linked musl programs (dll_smoke, platform_test),
+ * from Debian's `musl` package unpacked into zig-out/emu/musl/<arch>, never installed:
+ * an installed /lib/ld-musl-* would tell lib/ffi/resolve.ts that this glibc system is
+ * musl. `apt-get download` needs arm64 in dpkg's architectures for musl:arm64 (.ci/run).
+ * Returns the loader's path, or null when it cannot be had.
+ */
+function muslLoader(debArch, name) {
+  const root = join(repo, "zig-out", "emu", "musl", debArch);
+  const loader = join(root, "lib", name);
+  if (existsSync(loader)) return loader;
+  const debs = join(repo, "zig-out", "emu", "debs");
+  mkdirSync(debs, { recursive: true });
+  const got = run(`apt-get download musl:${debArch}`, "apt-get", ["download", `musl:${debArch}`], {}, debs);
+  const deb = readdirSync(debs).find((f) => f.startsWith("musl_") && f.endsWith(`_${debArch}.deb`));
+  if (!got.ok || !deb) return null;
+  mkdirSync(root, { recursive: true });
+  const x = run(`unpack ${deb}`, "dpkg-deb", ["-x", join(debs, deb), root]);
+  return x.ok && existsSync(loader) ? loader : null;
+}
+
 /** How this machine runs programs of a Linux target: the command prefix and env, or why not. */
 const AARCH64_GLIBC = "/usr/aarch64-linux-gnu";
 const runners = {
   "linux-x64-gnu": { prefix: [], env: {}, how: "native" },
-  "linux-x64-musl": { prefix: [], env: {}, how: "native", loader: "/lib/ld-musl-x86_64.so.1", loaderPkg: "musl" },
+  "linux-x64-musl": { prefix: [], env: {}, how: "native", musl: ["amd64", "ld-musl-x86_64.so.1"] },
   "linux-arm64-gnu": {
     prefix: ["qemu-aarch64"], env: { QEMU_LD_PREFIX: AARCH64_GLIBC }, how: "qemu",
     loader: `${AARCH64_GLIBC}/lib/ld-linux-aarch64.so.1`, loaderPkg: "libc6-arm64-cross",
   },
-  "linux-arm64-musl": { prefix: ["qemu-aarch64"], env: {}, how: "qemu", loader: "/lib/ld-musl-aarch64.so.1", loaderPkg: "musl:arm64" },
+  "linux-arm64-musl": { prefix: ["qemu-aarch64"], env: {}, how: "qemu", musl: ["arm64", "ld-musl-aarch64.so.1"] },
 };
 const zigTriple = { "linux-x64-musl": "x86_64-linux-musl", "linux-arm64-gnu": "aarch64-linux-gnu.2.17", "linux-arm64-musl": "aarch64-linux-musl" };
 
-/** Why a runner cannot run here (a missing tool), or null. */
+/** Why a runner cannot run here (a missing tool), or null. Fetches musl's loader. */
 function missing(target) {
   const r = runners[target];
   if (r.how === "qemu" && !onPath("qemu-aarch64")) return "no qemu-aarch64 (apt-get install qemu-user)";
   if (r.loader && !existsSync(r.loader)) return `no ${r.loader} (apt-get install ${r.loaderPkg})`;
+  if (r.musl) {
+    const loader = muslLoader(...r.musl);
+    if (!loader) return `no musl loader (apt-get download musl:${r.musl[0]} or its unpacking failed${r.musl[0] === "arm64" ? "; dpkg --add-architecture arm64 and apt-get update first" : ""})`;
+    r.dynamicPrefix = [...r.prefix, loader]; // the loader runs the dynamically linked program
+  }
   return null;
 }
 
@@ -72,7 +98,7 @@ const secs = (s) => `${s.toFixed(0)} s`;
 /** Runs a program built for a Linux target through its runner (qemu-user or none). */
 function runOn(target, label, program, programArgs) {
   const r = runners[target];
-  const argv = [...r.prefix, program, ...programArgs];
+  const argv = [...(r.dynamicPrefix ?? r.prefix), program, ...programArgs];
   return run(label, argv[0], argv.slice(1), r.env);
 }
 const passedCount = (out) => /(\d+) passed/.exec(out)?.[1] ?? "?";
