@@ -19,7 +19,8 @@
 //     download.test.ts re-executes the runtime (same reason as above).
 // Bun's and Deno's musl builds are not tried: Bun's linux-*-musl binaries need
 // libstdc++.so.6 built for musl (no Debian package has it) and Deno publishes no musl
-// build. Windows: not tried under Wine (release/README.md says why).
+// build. Windows: bun.exe and deno.exe (@oven/bun-windows-x64, @deno/win32-x64) do not start
+// under Debian 12's Wine 8.0, which has no bcryptprimitives.dll (both import it).
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
@@ -84,7 +85,7 @@ export function runEmulatedSuite({ repo, releaseDir, run, requireAll }) {
   const results = {
     "linux-x64-musl": { state: "n/a", text: "Bun's musl build needs a musl libstdc++; Deno has none" },
     "linux-arm64-musl": { state: "n/a", text: "Bun's musl build needs a musl libstdc++; Deno has none" },
-    "win32-x64": { state: "n/a", text: "not under Wine (release/README.md)" },
+    "win32-x64": { state: "n/a", text: "Bun, Deno for Windows need bcryptprimitives.dll: Wine 8.0 has none" },
   };
   const glibc = "/usr/aarch64-linux-gnu";
   const needs = [
