@@ -127,6 +127,24 @@ pub fn addArtifacts(b: *std.Build, target: std.Build.ResolvedTarget, optimize: s
     };
 }
 
+/// A test that runs its own binary again (test_engine_recover) needs the emulator
+/// when the tests run under qemu-user (-fqemu) and the kernel has no binfmt_misc
+/// entry for the target: MW_TEST_EMULATOR names it, QEMU_LD_PREFIX gives it the
+/// glibc that zig's own qemu command line passes with -L (--glibc-runtimes).
+fn setEmulatorEnv(b: *std.Build, run: *std.Build.Step.Run, t: std.Target) void {
+    if (!b.enable_qemu) return;
+    switch (std.zig.system.getExternalExecutor(b.graph.host.result, &t, .{ .link_libc = true, .qemu_fixes_dl = t.isGnuLibC() and b.glibc_runtimes_dir != null })) {
+        .qemu => |bin| {
+            run.setEnvironmentVariable("MW_TEST_EMULATOR", bin);
+            if (t.isGnuLibC()) if (b.glibc_runtimes_dir) |dir| {
+                const triple = std.zig.target.glibcRuntimeTriple(b.allocator, t.cpu.arch, t.os.tag, t.abi) catch @panic("out of memory");
+                run.setEnvironmentVariable("QEMU_LD_PREFIX", b.pathJoin(&.{ dir, triple }));
+            };
+        },
+        else => {},
+    }
+}
+
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
     const optimize = b.option(std.builtin.OptimizeMode, "optimize", "Optimization mode (default ReleaseFast)") orelse .ReleaseFast;
@@ -137,7 +155,11 @@ pub fn build(b: *std.Build) void {
     b.installArtifact(host.static);
 
     // C tests: every native/test/*.c is one program linked with the static library.
+    // For a -Dtarget other than the host (run under qemu-user, release/platforms.mjs)
+    // the library is built exactly as the release builds it: the tests then check the
+    // released code, and after `zig build release` none of its C is compiled again.
     const test_step = b.step("test", "Build and run the C tests");
+    const test_lib = if (target.query.isNative()) host.static else releaseStaticLibrary(b, target);
     var dir = b.build_root.handle.openDir("native/test", .{ .iterate = true }) catch @panic("native/test missing");
     defer dir.close();
     var it = dir.iterate();
@@ -150,7 +172,7 @@ pub fn build(b: *std.Build) void {
         mod.addIncludePath(b.path("native/src"));
         mod.addIncludePath(b.path("native/sqlite"));
         mod.addIncludePath(b.path("native/test"));
-        mod.linkLibrary(host.static);
+        mod.linkLibrary(test_lib);
         const exe = b.addExecutable(.{ .name = b.dupe(name), .root_module = mod });
         b.getInstallStep().dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "test" } } }).step);
         const run = b.addRunArtifact(exe);
@@ -158,6 +180,7 @@ pub fn build(b: *std.Build) void {
         run.has_side_effects = true;
         // The process test loads the extension into Debian's sqlite3 shell.
         if (std.mem.eql(u8, name, "test_processes")) run.addArtifactArg(host.extension);
+        setEmulatorEnv(b, run, target.result);
         test_step.dependOn(&run.step);
     }
 
@@ -259,6 +282,22 @@ fn sqliteOnlyModule(b: *std.Build, target: std.Build.ResolvedTarget, optimize: s
     return mod;
 }
 
+/// sqlite3.c alone, compiled as the release compiles it for a target.
+fn releaseSqliteObject(b: *std.Build, target: std.Build.ResolvedTarget) *std.Build.Step.Compile {
+    const mod = sqliteOnlyModule(b, target, .ReleaseFast);
+    mod.strip = true;
+    return b.addObject(.{ .name = "sqlite3", .root_module = mod });
+}
+
+/// The release's static library of a target (as addReleaseTarget builds it), on its own.
+fn releaseStaticLibrary(b: *std.Build, target: std.Build.ResolvedTarget) *std.Build.Step.Compile {
+    const mod = addModule(b, target, .ReleaseFast, false, false);
+    mod.strip = true;
+    appleFlags(b, mod);
+    mod.addObject(releaseSqliteObject(b, target));
+    return b.addLibrary(.{ .linkage = .static, .name = "mwsqlite3", .root_module = mod });
+}
+
 /// Builds the three artifacts of one release target into zig-out/release/<name>/.
 /// sqlite3.c is compiled once into an object that both the shared and the static
 /// library take (it is most of the build time; COFF cannot merge several sources
@@ -266,9 +305,7 @@ fn sqliteOnlyModule(b: *std.Build, target: std.Build.ResolvedTarget, optimize: s
 /// artifacts carry no debug information.
 fn addReleaseTarget(b: *std.Build, name: []const u8, target: std.Build.ResolvedTarget, libc_file: ?std.Build.LazyPath, check: *std.Build.Step.Run) void {
     const optimize: std.builtin.OptimizeMode = .ReleaseFast;
-    const sqlite_mod = sqliteOnlyModule(b, target, optimize);
-    sqlite_mod.strip = true;
-    const sqlite_obj = b.addObject(.{ .name = "sqlite3", .root_module = sqlite_mod });
+    const sqlite_obj = releaseSqliteObject(b, target);
 
     var mods: [3]*std.Build.Module = undefined;
     for (&mods, [_]bool{ false, true, false }) |*m, extension| {
@@ -398,6 +435,43 @@ fn addRelease(b: *std.Build) void {
     release_step.dependOn(mobile_step);
 
     addPlatformTests(b);
+    addEmulatedTests(b);
+}
+
+/// The Linux release targets this x86_64 machine runs under qemu-user (or natively,
+/// x64 musl). release/platforms.mjs runs their C tests with `zig build test
+/// -Dtarget=<triple> -fqemu` and these programs with the released libraries.
+const emulated_targets = [_][]const u8{ "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl" };
+
+/// `zig build emulated-tests`: dll_smoke and platform_test for each emulated target
+/// into zig-out/release-test/<target>/. dll_smoke is linked dynamically on musl too:
+/// a static musl program cannot dlopen.
+fn addEmulatedTests(b: *std.Build) void {
+    const step = b.step("emulated-tests", "Build dll_smoke and platform_test for the Linux targets run under emulation");
+    for (emulated_targets) |name| {
+        const triple = for (release_targets) |rt| {
+            if (std.mem.eql(u8, rt.name, name)) break rt.triple;
+        } else @panic("emulated_targets: not a release target");
+        const target = b.resolveTargetQuery(std.Target.Query.parse(.{ .arch_os_abi = triple }) catch @panic("bad triple"));
+        const dest: std.Build.Step.InstallArtifact.Options = .{ .dest_dir = .{ .override = .{ .custom = b.fmt("release-test/{s}", .{name}) } } };
+        for ([_][]const u8{ "dll_smoke", "platform_test" }) |prog| {
+            const mod = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
+            mod.addIncludePath(b.path("native/include"));
+            mod.addIncludePath(b.path("native/src"));
+            mod.addIncludePath(b.path("native/sqlite"));
+            if (std.mem.eql(u8, prog, "dll_smoke")) {
+                mod.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });
+            } else {
+                mod.addCSourceFiles(.{ .files = &.{ "release/test/platform_test.c", "native/src/platform_posix.c" }, .flags = &engine_flags });
+            }
+            if (target.result.isGnuLibC()) {
+                mod.linkSystemLibrary("dl", .{});
+                mod.linkSystemLibrary("pthread", .{});
+            }
+            const exe = b.addExecutable(.{ .name = prog, .root_module = mod, .linkage = .dynamic });
+            step.dependOn(&b.addInstallArtifact(exe, dest).step);
+        }
+    }
 }
 
 /// The release's own test programs:

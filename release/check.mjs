@@ -4,10 +4,16 @@
 //                           (check-artifacts.mjs) and the Android/iOS compile check
 //   2. checker self-test    damaged artifacts must fail (check-artifacts.test.mjs)
 //   3. npm packages         build-npm.mjs --pack (npm pack of each, offline)
-//   4. npm install test     the packed packages load under Bun and Deno (test-npm.mjs)
+//   4. npm install test     the packed packages, installed by npm and by bun add, load
+//                           under Bun and Deno (test-npm.mjs)
 //   5. manifest             manifest.mjs over zig-out/release
 //   5b. manifest in lib/    lib/ffi/manifest.generated.ts (what the Deno download checks
 //                           against) must be what manifest.mjs --ts writes for this build
+//   5c. publication         npm publish --dry-run of every package, the release assets
+//                           checked with sha256sum -c SHA256SUMS, deno doc --lint
+//                           (release/publish-dry-run.mjs)
+//   5d. compiled executables bun build --compile and deno compile of an application, the
+//                           library beside the executable or inside it (test-compile.mjs)
 //   6. JSR                  deno publish --dry-run
 //   7. test programs        release/test/platform_test.c on the host (platform_posix.c);
 //                           release/test/dll_smoke.c loads the host's released library and
@@ -48,6 +54,8 @@ const stages = [
   ["npm install test", [node, "release/test-npm.mjs"]],
   ["manifest", [node, "release/manifest.mjs", "--out", "zig-out/npm/manifest.json"]],
   ["manifest in lib/ is current", [node, "release/manifest.mjs", "--check-ts", "lib/ffi/manifest.generated.ts"]],
+  ["npm publish --dry-run, assets, JSR docs", [node, "release/publish-dry-run.mjs"]],
+  ["compiled executables", [node, "release/test-compile.mjs"], !hostTarget && "no release target for this host"],
   ["deno publish --dry-run", [join(repo, "node_modules", ".bin", process.platform === "win32" ? "deno.cmd" : "deno"), "publish", "--dry-run", "--allow-dirty"]],
   ["test programs, platform.h", [node, "scripts/zig.mjs", "build", "release-tests", "platform-test", "--summary", "none"]],
   ["library smoke (host)", [join(repo, "zig-out", "release-test", "dll_smoke"), hostTarget && rel(hostTarget, "shared"), hostTarget && rel(hostTarget, "extension"), scratch], !hostTarget && "no release target for this host"],

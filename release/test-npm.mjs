@@ -5,6 +5,8 @@
 // that the library is found in the per-platform package (no checkout and no
 // environment variable to fall back on), and that the installed file matches the
 // sha256 its package declares. Only the host's platform package can be tried.
+// Done twice: installed by `npm install --offline`, and by `bun add` (what a Bun user
+// types) with its registry pointed at a closed port, so that nothing is downloaded.
 //   node release/test-npm.mjs [tarballs folder]
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -32,13 +34,36 @@ for (const name of [root.name, pkgName]) {
   if (!existsSync(tgz(name))) throw new Error(`${tgz(name)} missing: run node release/build-npm.mjs --pack`);
 }
 
-const dir = mkdtempSync(join(tmpdir(), "mw-npm-"));
 let failed = 0;
-try {
-  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "npm-smoke", private: true, type: "module" }));
-  writeFileSync(join(dir, "deno.json"), JSON.stringify({ nodeModulesDir: "manual" }));
-  // The other platforms' optional dependencies are not in any cache: npm skips them.
-  execFileSync("npm", ["install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", tgz(root.name), tgz(pkgName)], { cwd: dir, stdio: "inherit" });
+// Bun resolves the main package's optional dependencies (the other platforms) against
+// its registry; a closed port makes that fail at once, and optional ones may fail.
+const offlineRegistry = "http://127.0.0.1:9/";
+const installers = {
+  npm: [["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error"], {}],
+  "bun add": [[join(repo, "node_modules", ".bin", "bun"), "add"], { BUN_CONFIG_REGISTRY: offlineRegistry, NPM_CONFIG_REGISTRY: offlineRegistry }],
+};
+for (const [installer, [[cmd, ...cmdArgs], installEnv]] of Object.entries(installers)) {
+  const dir = mkdtempSync(join(tmpdir(), "mw-npm-"));
+  try {
+    console.log(`-- installed with ${installer}`);
+    writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "npm-smoke", private: true, type: "module" }));
+    writeFileSync(join(dir, "deno.json"), JSON.stringify({ nodeModulesDir: "manual" }));
+    try {
+      execFileSync(cmd, [...cmdArgs, tgz(root.name), tgz(pkgName)], { cwd: dir, stdio: "inherit", env: { ...process.env, ...installEnv } });
+    } catch (e) {
+      console.log(`FAIL ${installer}: ${e.message}`);
+      failed++;
+      continue;
+    }
+    failed += smoke(dir, installer);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Opens a database through the installed packages under Bun and Deno; returns the failures. */
+function smoke(dir, installer) {
+  let failures = 0;
   writeFileSync(
     join(dir, "smoke.ts"),
     `import { Database, libraryPath, mwVersion } from "${root.name}";
@@ -55,7 +80,7 @@ console.log(JSON.stringify({ lib: libraryPath(), version: mwVersion(), row }));
     const actual = createHash("sha256").update(readFileSync(join(installed, file))).digest("hex");
     if (actual !== hash) {
       console.log(`FAIL ${pkgName}/${file}: sha256 ${actual}, package.json says ${hash}`);
-      failed++;
+      failures++;
     }
   }
   const env = { ...process.env };
@@ -69,16 +94,15 @@ console.log(JSON.stringify({ lib: libraryPath(), version: mwVersion(), row }));
     try {
       out = JSON.parse(execFileSync(bin, args, { cwd: dir, env, encoding: "utf8" }).trim().split("\n").pop());
     } catch (e) {
-      console.log(`FAIL ${name}: ${e.message}`);
-      failed++;
+      console.log(`FAIL ${installer}, ${name}: ${e.message}`);
+      failures++;
       continue;
     }
     const ok = out.lib === join(installed, TARGETS[target].files.shared) && out.version === root.version && out.row.v === root.version && out.row.s === 3;
-    console.log(`${ok ? "ok  " : "FAIL"} ${name}: loaded ${out.lib}, mw_version ${out.version}`);
-    if (!ok) failed++;
+    console.log(`${ok ? "ok  " : "FAIL"} ${installer}, ${name}: loaded ${out.lib}, mw_version ${out.version}`);
+    if (!ok) failures++;
   }
-} finally {
-  rmSync(dir, { recursive: true, force: true });
+  return failures;
 }
-console.log(failed ? `${failed} failed` : `npm packages work under Bun and Deno (${target})`);
+console.log(failed ? `${failed} failed` : `npm packages work under Bun and Deno (${target}; npm install and bun add)`);
 process.exit(failed ? 1 : 0);

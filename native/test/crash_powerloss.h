@@ -231,15 +231,16 @@ int fstat(int fd, struct stat *st) {
   return 0;
 }
 
-/* SQLite compiles with _FILE_OFFSET_BITS=64, so its calls go to the *64 names. On
-** 64-bit Linux off64_t is off_t and struct stat64 has the layout of struct stat. */
-#if defined(__LP64__)
+/* glibc: SQLite compiles with _FILE_OFFSET_BITS=64, so its calls go to the *64 names. On
+** 64-bit Linux off64_t is off_t and struct stat64 has the layout of struct stat. musl has
+** no *64 names (off_t is always 64 bits): the plain ones above are all it calls. */
+#if !defined(__LP64__)
+#error "crash_powerloss.h: 64-bit Linux only (SQLite's *64 calls need their own wrappers)"
+#elif defined(__GLIBC__)
 ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off) { return pwrite(fd, buf, n, off); }
 ssize_t pread64(int fd, void *buf, size_t n, off64_t off) { return pread(fd, buf, n, off); }
 int ftruncate64(int fd, off64_t size) { return ftruncate(fd, size); }
 int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
-#else
-#error "crash_powerloss.h: 64-bit Linux only (SQLite's *64 calls need their own wrappers)"
 #endif
 
 int close(int fd) {

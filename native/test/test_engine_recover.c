@@ -50,7 +50,11 @@ static void crash_case(const char *self, const char *dir, const char *point) {
     close(fds[0]);
     close(fds[1]);
     if (strcmp(point, "none") != 0 && strcmp(point, "normal") != 0) setenv("MW_CRASH_AT", point, 1);
-    execl(self, self, "child", path, point, (char *)0);
+    /* Under qemu-user without binfmt_misc the kernel cannot run this binary itself:
+    ** MW_TEST_EMULATOR names the emulator to run it with (build.zig sets it). */
+    const char *emu = getenv("MW_TEST_EMULATOR");
+    if (emu && *emu) execlp(emu, emu, self, "child", path, point, (char *)0);
+    else execl(self, self, "child", path, point, (char *)0);
     _exit(4);
   }
   close(fds[1]);
