@@ -331,7 +331,11 @@ static void crash_after_unmark(const char *dir) {
   if (pid == 0) {
     /* A fresh image: the crash point reads MW_CRASH_AT once per process. */
     setenv("MW_CRASH_AT", "close_after_unmark", 1);
-    execl(self_exe, self_exe, "close-crash", path, (char *)0);
+    /* Under qemu-user without binfmt_misc the program re-executes itself through the
+    ** emulator that MW_TEST_EMULATOR names (build.zig sets it). */
+    const char *emu = getenv("MW_TEST_EMULATOR");
+    if (emu && *emu) execlp(emu, emu, self_exe, "close-crash", path, (char *)0);
+    else execl(self_exe, self_exe, "close-crash", path, (char *)0);
     _exit(127);
   }
   int st = 0;
@@ -453,7 +457,12 @@ int main(int argc, char **argv) {
     snprintf(extension, sizeof extension, "%s/%s", cwd, rel);
   }
   have_shell = access("/usr/bin/sqlite3", X_OK) == 0;
+  /* An emulated build's extension is not for the host's shell: the stock checks still
+  ** run (the file format is the same), the two shells with .load do not. */
+  const char *emu = getenv("MW_TEST_EMULATOR");
+  int emulated = emu && *emu;
   if (!have_shell) printf("%s: no /usr/bin/sqlite3, shell checks skipped\n", prog);
+  else if (emulated) printf("%s: emulated target, the shells with .load skipped\n", prog);
   else if (access(extension, R_OK) != 0) {
     fprintf(stderr, "%s: the extension %s is missing (zig build)\n", prog, extension);
     return 1;
@@ -466,8 +475,10 @@ int main(int argc, char **argv) {
     { "hard_links", hard_links }, { "rename_open", rename_open },
   };
   const char *only = getenv("MW_PROCESSES_CASE");
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (emulated && cases[i].fn == two_shells) continue;
     if (only == 0 || strcmp(only, cases[i].name) == 0) cases[i].fn(dir);
+  }
   tu_rmdir();
   printf("%s: ok\n", prog);
   return 0;
