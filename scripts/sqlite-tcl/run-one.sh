@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs one test file of SQLite's Tcl suite in its own empty directory with a time
+# limit, and writes OUT/FILE.res: "FILE STATUS FIRST-FAILING-TEST FAILING-TESTS...".
+#   STATUS: clean | errors | hang (time limit) | crash (killed by a signal)
+#   FIRST-FAILING-TEST: the first "! name" line of the log; "-" when clean, "(script)"
+#   when the file stopped on a Tcl error outside any test.
+# Usage: run-one.sh TESTFIXTURE TESTDIR OUT LIMIT_SECONDS FILE
+set -u
+tf=$1 testdir=$2 out=$3 limit=$4 f=$5
+work=$out/work/$f
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+start=$(date +%s)
+# timeout puts the file in its own process group and kills the whole group, so
+# testfixture children (the suite launches some) go too.
+timeout -k 10 "$limit" "$tf" "$testdir/$f" >"$out/$f.log" 2>&1 </dev/null
+rc=$?
+secs=$(( $(date +%s) - start ))
+first=$(grep -m1 -E '^! [^ ]+ ' "$out/$f.log" | awk '{print $2}')
+failures=$(grep -m1 '^!Failures on these tests:' "$out/$f.log" | sed 's/^!Failures on these tests://')
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+  status=hang
+elif [ $rc -gt 128 ]; then
+  status=crash
+elif [ $rc -eq 0 ] && grep -q '^0 errors out of' "$out/$f.log"; then
+  status=clean
+else
+  status=errors
+fi
+[ "$status" = clean ] && first=-
+[ -z "$first" ] && first='(script)'
+echo "$f $status $first $secs rc=$rc$failures" >"$out/$f.res"
+cd "$out" && rm -rf "$work"

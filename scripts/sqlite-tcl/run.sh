@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# SQLite's own Tcl test suite (Debian source package sqlite3 3.40.1) through the
+# engine: builds a stock testfixture and one whose default VFS is the engine, checks
+# that the engine really is the default, runs the "veryquick" files one process per
+# file with a time limit as an unprivileged user, and compares with expected.txt.
+# Fails on a file that is neither clean nor listed, on a listed file whose first
+# failing test changed, and on any hang or crash.
+#
+#   scripts/sqlite-tcl/run.sh [--stock] [--subset] [FILE.test ...]
+#     --stock    also run every file with the stock testfixture (and check it too)
+#     --subset   only the files of subset.txt (see there)
+#     FILE.test  only these files
+# Environment: MW_TCL_DIR (default /tmp/mw-sqlite-tcl: sources, builds, logs),
+#   MW_TCL_JOBS (parallel files, default 2), MW_TCL_LIMIT (seconds per file, default 300),
+#   MW_TCL_USER (the unprivileged user when run as root, default mwtest).
+# docs/sqlite-tests.md explains the results and every listed difference.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+dir=${MW_TCL_DIR:-/tmp/mw-sqlite-tcl}
+jobs=${MW_TCL_JOBS:-2}
+limit=${MW_TCL_LIMIT:-300}
+user=${MW_TCL_USER:-mwtest}
+stock_all=0 subset=0 only=()
+for a in "$@"; do
+  case $a in
+    --stock) stock_all=1 ;;
+    --subset) subset=1 ;;
+    -*) echo "unknown option $a" >&2; exit 2 ;;
+    *) only+=("$a") ;;
+  esac
+done
+log() { echo "[sqlite-tcl $(date +%H:%M:%S)] $*"; }
+mkdir -p "$dir"
+src=$dir/sqlite3-3.40.1
+bld=$dir/build
+bin=$dir/bin
+
+# ---- 1. the source package (and what building and running it needs)
+need=()
+dpkg -s tcl-dev >/dev/null 2>&1 || need+=(tcl-dev)
+command -v dpkg-source >/dev/null || need+=(dpkg-dev)
+command -v gcc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+if [ ! -d "$src" ] || [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "run once as root: fetching the sources needs apt" >&2; exit 1; }
+  # A deb-src entry mirroring the deb entries of the Debian sources file.
+  if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
+      >/etc/apt/sources.list.d/debian-src.sources
+  fi
+  log "apt-get update; install ${need[*]:-nothing}; apt-get source sqlite3"
+  apt-get update -qq
+  [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  if [ ! -d "$src" ]; then
+    rm -rf "$dir/fetch" && mkdir -p "$dir/fetch"
+    (cd "$dir/fetch" && apt-get source -qq sqlite3 >/dev/null 2>&1)
+    [ -d "$dir/fetch/sqlite3-3.40.1" ] || { echo "apt-get source sqlite3 did not give 3.40.1" >&2; exit 1; }
+    mv "$dir/fetch/sqlite3-3.40.1" "$src"
+    rm -rf "$dir/fetch"
+  fi
+fi
+
+# ---- 2. the stock testfixture
+mkdir -p "$bld" "$bin"
+if [ ! -x "$bin/testfixture-stock" ]; then
+  log "building the stock testfixture (configure, make)"
+  (cd "$bld" && "$src/configure" --with-tcl=/usr/lib/tcl8.6 >configure.log 2>&1 \
+     && make -j2 testfixture >make-stock.log 2>&1) || { tail -30 "$bld/make-stock.log"; exit 1; }
+  cp "$bld/testfixture" "$bin/testfixture-stock"
+fi
+
+# ---- 3. the engine's testfixture: the engine compiled against this tree's
+# sqlite3.h (the engine uses only SQLite 3.40 APIs) and linked in; the amalgamation
+# calls mw_testfixture_init at every sqlite3_initialize (SQLITE_EXTRA_INIT).
+eng=$dir/engine
+rm -rf "$eng" && mkdir -p "$eng"
+cflags=(-O2 -g -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -Wall -Wno-unused-parameter
+        -Werror=implicit-function-declaration -I"$repo/native/include" -I"$repo/native/src" -I"$bld")
+for c in "$repo"/native/src/*.c "$here/testfixture_init.c"; do
+  gcc "${cflags[@]}" -c "$c" -o "$eng/$(basename "${c%.c}").o"
+done
+ar rcs "$eng/libmwtf.a" "$eng"/*.o
+sum=$(cat "$eng"/*.o | md5sum | cut -d' ' -f1)
+if [ ! -x "$bin/testfixture-mw" ] || [ "$(cat "$bin/testfixture-mw.sum" 2>/dev/null)" != "$sum" ]; then
+  log "building the engine's testfixture"
+  rm -f "$bld/testfixture"
+  (cd "$bld" && make testfixture OPTS="-DSQLITE_EXTRA_INIT=mw_testfixture_init" \
+     LIBS="$eng/libmwtf.a -lpthread" >make-mw.log 2>&1) || { tail -30 "$bld/make-mw.log"; exit 1; }
+  mv "$bld/testfixture" "$bin/testfixture-mw"
+  cp "$bin/testfixture-stock" "$bld/testfixture"
+  echo "$sum" >"$bin/testfixture-mw.sum"
+fi
+
+# ---- 4. the unprivileged user (the suite refuses some tests as root)
+run_as=()
+if [ "$(id -u)" = 0 ]; then
+  id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+  run_as=(runuser -u "$user" --)
+fi
+out=$dir/out
+rm -rf "$out" && mkdir -p "$out/stock" "$out/mw" "$out/check"
+chmod -R a+rX "$dir"
+[ ${#run_as[@]} -eq 0 ] || chown -R "$user" "$out"
+export HOME=$out
+
+# ---- 5. the engine is the default VFS of the engine's testfixture, and not of stock
+for m in stock mw; do
+  got=$(cd "$out/check" && "${run_as[@]}" "$bin/testfixture-$m" "$here/check-default.tcl") \
+    || { echo "$got"; echo "check-default failed for $m" >&2; exit 1; }
+  echo "$got" | sed "s/^/  $m: /"
+  want=engine; [ $m = stock ] && want=stock
+  [ "$(echo "$got" | tail -1)" = $want ] || { echo "testfixture-$m is not $want" >&2; exit 1; }
+done
+
+# ---- 6. the files
+"$bin/testfixture-stock" "$here/list.tcl" "$src/test" veryquick 2>/dev/null | grep '\.test$' >"$out/veryquick.txt"
+if [ ${#only[@]} -gt 0 ]; then
+  printf '%s\n' "${only[@]}" >"$out/files.txt"
+elif [ $subset = 1 ]; then
+  grep -v '^#' "$here/subset.txt" | grep . >"$out/files.txt"
+else
+  cp "$out/veryquick.txt" "$out/files.txt"
+fi
+log "$(wc -l <"$out/files.txt") files, $jobs at a time, ${limit}s each"
+
+run_files() { # MODE FILELIST
+  xargs -a "$2" -P "$jobs" -n 1 "${run_as[@]}" "$here/run-one.sh" "$bin/testfixture-$1" \
+    "$src/test" "$out/$1" "$limit"
+  for f in $(cat "$2"); do cat "$out/$1/$f.res" 2>/dev/null || echo "$f crash (no-result) 0 rc=?"; done \
+    >"$out/$1.results"
+}
+t0=$(date +%s)
+run_files mw "$out/files.txt"
+log "engine run: $(( $(date +%s) - t0 ))s"
+if [ $stock_all = 1 ]; then
+  cp "$out/files.txt" "$out/stock-files.txt"
+else
+  # Stock only on what the engine did not pass: it tells engine differences from
+  # files that fail without the engine too.
+  awk '$2 != "clean" {print $1}' "$out/mw.results" >"$out/stock-files.txt"
+fi
+t1=$(date +%s)
+[ ! -s "$out/stock-files.txt" ] || run_files stock "$out/stock-files.txt"
+touch "$out/stock.results"
+log "stock run ($(wc -l <"$out/stock-files.txt") files): $(( $(date +%s) - t1 ))s"
+
+# ---- 7. compare
+node "$here/compare.mjs" "$here/expected.txt" "$out/mw.results" "$out/stock.results" "$out"
