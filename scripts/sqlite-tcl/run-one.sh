@@ -15,13 +15,13 @@ start=$(date +%s)
 timeout -k 10 "$limit" "$tf" "$testdir/$f" >"$out/$f.log" 2>&1 </dev/null
 rc=$?
 secs=$(( $(date +%s) - start ))
-first=$(grep -m1 -E '^! [^ ]+ ' "$out/$f.log" | awk '{print $2}')
-failures=$(grep -m1 '^!Failures on these tests:' "$out/$f.log" | sed 's/^!Failures on these tests://')
+first=$(grep -a -m1 -E '^! [^ ]+ ' "$out/$f.log" | awk '{print $2}')
+failures=$(grep -a -m1 '^!Failures on these tests:' "$out/$f.log" | sed 's/^!Failures on these tests://')
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
   status=hang
 elif [ $rc -gt 128 ]; then
   status=crash
-elif [ $rc -eq 0 ] && grep -q '^0 errors out of' "$out/$f.log"; then
+elif [ $rc -eq 0 ] && grep -aq '^0 errors out of' "$out/$f.log"; then
   status=clean
 else
   status=errors
