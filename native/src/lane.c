@@ -231,6 +231,24 @@ static int pragma(mw_lane *l, char **a) {
     a[0] = sqlite3_mprintf("multiwriter: auto_vacuum=%s is not supported (only NONE)", val);
     return SQLITE_ERROR;
   }
+  /* The engine creates a new database (in WAL mode, page 1 written) when it opens it,
+  ** so SQLite then treats the page size as fixed and would ignore a new one without
+  ** a word: refuse a different size while the database is still empty instead. A
+  ** database with tables keeps stock behavior (the setting is ignored). */
+  if (!sqlite3_stricmp(name, "page_size") && val) {
+    int want = atoi(val);
+    mw_mutex_lock(&l->db->mu);
+    uint32_t pages = l->in_snap ? l->cur_size : l->db->visible_size;
+    mw_mutex_unlock(&l->db->mu);
+    if (want >= 512 && want <= 65536 && (want & (want - 1)) == 0 && want != l->db->page_size &&
+        pages <= 1) {
+      a[0] = sqlite3_mprintf("multiwriter: page_size=%d: the engine created this database "
+                             "with page size %d when it opened it; create it with the page "
+                             "size wanted before opening it through the engine",
+                             want, l->db->page_size);
+      return SQLITE_ERROR;
+    }
+  }
   if (!sqlite3_stricmp(name, "synchronous") && val) {
     static const char *names[] = { "off", "normal", "full", "extra" };
     for (int i = 0; i < 4; i++)

@@ -3,7 +3,11 @@
 **  - auto_vacuum=OFF (and any value SQLite reads as NONE) is accepted; FULL,
 **    INCREMENTAL, 1 and 2 stay refused with the engine's message;
 **  - PRAGMA mmap_size reads back 0 (the engine never maps the file), not -1;
-**  - SQLITE_FCNTL_VFSNAME names the engine: "multiwriter/unix". */
+**  - SQLITE_FCNTL_VFSNAME names the engine: "multiwriter/unix";
+**  - PRAGMA page_size with another size on a new, empty database is refused with a
+**    message (the engine created the file at open, so SQLite would ignore it
+**    silently); the same size is accepted; once the database has a table, a new
+**    size is ignored as stock SQLite ignores it. */
 #include "test_engine_util.h"
 
 static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
@@ -52,10 +56,20 @@ int main(void) {
   }
   sqlite3_free(name);
 
+  /* page_size on the new database (the vendored build's default is 4096). */
+  CHECK(tu_int(db, "PRAGMA page_size") == 4096);
+  expect_error(db, "PRAGMA page_size=8192", "page_size=8192");
+  expect_error(db, "PRAGMA page_size=1024", "with page size 4096");
+  tu_exec(db, "PRAGMA page_size=4096");
+  tu_exec(db, "PRAGMA page_size=1000"); /* not a page size: ignored, as stock */
+  CHECK(tu_int(db, "PRAGMA page_size") == 4096);
+
   /* Still a working database. */
   tu_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
   CHECK(tu_int(db, "SELECT count(*) FROM t") == 1);
   CHECK(tu_integrity_ok(db));
+  tu_exec(db, "PRAGMA page_size=8192"); /* not empty any more: ignored, as stock */
+  CHECK(tu_int(db, "PRAGMA page_size") == 4096);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   tu_rmdir();
   printf("test_engine_pragmas: ok\n");
