@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Runs one test file of SQLite's Tcl suite in its own empty directory with a time
-# limit, and writes OUT/FILE.res: "FILE STATUS FIRST-FAILING-TEST FAILING-TESTS...".
+# limit, and writes OUT/NAME.res: "NAME STATUS FIRST-FAILING-TEST SECONDS rc=N
+# FAILING-TESTS...", NAME being the file's name without its directory.
 #   STATUS: clean | errors | hang (time limit) | crash (killed by a signal)
 #   FIRST-FAILING-TEST: the first "! name" line of the log; "-" when clean, "(script)"
 #   when the file stopped on a Tcl error outside any test.
-# Usage: run-one.sh TESTFIXTURE TESTDIR OUT LIMIT_SECONDS FILE
+# Usage: run-one.sh TESTFIXTURE SOURCE-TREE OUT LIMIT_SECONDS PATH (relative to the tree)
 set -u
-tf=$1 testdir=$2 out=$3 limit=$4 f=$5
+tf=$1 srcdir=$2 out=$3 limit=$4 path=$5
+f=$(basename "$path")
 work=$out/work/$f
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 start=$(date +%s)
 # timeout puts the file in its own process group and kills the whole group, so
 # testfixture children (the suite launches some) go too.
-timeout -k 10 "$limit" "$tf" "$testdir/$f" >"$out/$f.log" 2>&1 </dev/null
+timeout -k 10 "$limit" "$tf" "$srcdir/$path" >"$out/$f.log" 2>&1 </dev/null
 rc=$?
 secs=$(( $(date +%s) - start ))
 first=$(grep -a -m1 -E '^! [^ ]+ ' "$out/$f.log" | awk '{print $2}')

@@ -4,14 +4,15 @@
 # that the engine really is the default, runs the "veryquick" files one process per
 # file with a time limit as an unprivileged user, and compares with expected.txt.
 # Fails on a file that is neither clean nor listed, on a listed file whose first
-# failing test changed, and on any hang or crash.
+# failing test changed, on any hang, and on any crash not listed as the suite's own
+# script crashing the testfixture ("harness crash:").
 #
 #   scripts/sqlite-tcl/run.sh [--stock] [--subset] [FILE.test ...]
 #     --stock    also run every file with the stock testfixture (and check it too)
 #     --subset   only the files of subset.txt (see there)
-#     FILE.test  only these files
+#     FILE.test  only these files (names without directory)
 # Environment: MW_TCL_DIR (default /tmp/mw-sqlite-tcl: sources, builds, logs),
-#   MW_TCL_JOBS (parallel files, default 2), MW_TCL_LIMIT (seconds per file, default 300),
+#   MW_TCL_JOBS (parallel files, default 2), MW_TCL_LIMIT (seconds per file, default 200),
 #   MW_TCL_USER (the unprivileged user when run as root, default mwtest).
 # docs/sqlite-tests.md explains the results and every listed difference.
 set -euo pipefail
@@ -19,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 dir=${MW_TCL_DIR:-/tmp/mw-sqlite-tcl}
 jobs=${MW_TCL_JOBS:-2}
-limit=${MW_TCL_LIMIT:-300}
+limit=${MW_TCL_LIMIT:-200}
 user=${MW_TCL_USER:-mwtest}
 stock_all=0 subset=0 only=()
 for a in "$@"; do
@@ -113,12 +114,23 @@ for m in stock mw; do
   [ "$(echo "$got" | tail -1)" = $want ] || { echo "testfixture-$m is not $want" >&2; exit 1; }
 done
 
+got=$(cd "$out/check" && "${run_as[@]}" timeout 60 "$bin/testfixture-mw" "$here/engine-checks.tcl" 2>&1) \
+  || { echo "$got"; echo "engine-checks.tcl failed (exit $?, 124: hang)" >&2; exit 1; }
+echo "  mw: engine-checks.tcl: $got"
+
 # ---- 6. the files
 "$bin/testfixture-stock" "$here/list.tcl" "$src/test" veryquick 2>/dev/null | grep '\.test$' >"$out/veryquick.txt"
+# A name alone (select1.test) selects the file of that name.
+pick() { # names on stdin -> their paths in veryquick.txt
+  while read -r n; do
+    awk -v n="$n" '{ m = $0; sub(/.*\//, "", m) } m == n { print; found = 1 } END { exit !found }' \
+      "$out/veryquick.txt" || { echo "no file $n in veryquick" >&2; exit 1; }
+  done
+}
 if [ ${#only[@]} -gt 0 ]; then
-  printf '%s\n' "${only[@]}" >"$out/files.txt"
+  printf '%s\n' "${only[@]}" | pick >"$out/files.txt"
 elif [ $subset = 1 ]; then
-  grep -v '^#' "$here/subset.txt" | grep . >"$out/files.txt"
+  grep -v '^#' "$here/subset.txt" | grep . | pick >"$out/files.txt"
 else
   cp "$out/veryquick.txt" "$out/files.txt"
 fi
@@ -126,9 +138,11 @@ log "$(wc -l <"$out/files.txt") files, $jobs at a time, ${limit}s each"
 
 run_files() { # MODE FILELIST
   xargs -a "$2" -P "$jobs" -n 1 "${run_as[@]}" "$here/run-one.sh" "$bin/testfixture-$1" \
-    "$src/test" "$out/$1" "$limit"
-  for f in $(cat "$2"); do cat "$out/$1/$f.res" 2>/dev/null || echo "$f crash (no-result) 0 rc=?"; done \
-    >"$out/$1.results"
+    "$src" "$out/$1" "$limit"
+  for p in $(cat "$2"); do
+    f=$(basename "$p")
+    cat "$out/$1/$f.res" 2>/dev/null || echo "$f crash (no-result) 0 rc=?"
+  done >"$out/$1.results"
 }
 t0=$(date +%s)
 run_files mw "$out/files.txt"
@@ -138,7 +152,7 @@ if [ $stock_all = 1 ]; then
 else
   # Stock only on what the engine did not pass: it tells engine differences from
   # files that fail without the engine too.
-  awk '$2 != "clean" {print $1}' "$out/mw.results" >"$out/stock-files.txt"
+  awk '$2 != "clean" {print $1}' "$out/mw.results" | pick >"$out/stock-files.txt"
 fi
 t1=$(date +%s)
 [ ! -s "$out/stock-files.txt" ] || run_files stock "$out/stock-files.txt"
