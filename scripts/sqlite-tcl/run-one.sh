@@ -23,7 +23,9 @@ if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
   status=hang
 elif [ $rc -gt 128 ]; then
   status=crash
-elif [ $rc -eq 0 ] && grep -aq '^0 errors out of' "$out/$f.log"; then
+elif [ $rc -eq 0 ] && { grep -aq '^0 errors out of' "$out/$f.log" ||
+                        ! grep -aq -e '^! ' -e ' errors out of ' "$out/$f.log"; }; then
+  # A file that returns early on this platform (win32*.test) prints no count.
   status=clean
 else
   status=errors

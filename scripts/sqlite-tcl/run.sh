@@ -134,7 +134,14 @@ elif [ $subset = 1 ]; then
 else
   cp "$out/veryquick.txt" "$out/files.txt"
 fi
-log "$(wc -l <"$out/files.txt") files, $jobs at a time, ${limit}s each"
+# Files listed as "skip (hang):" hang for a known reason being fixed elsewhere: they
+# are not run (each would cost the whole time limit) and the summary names them.
+awk '!/^#/ && $3 == "skip" { print $1 }' "$here/expected.txt" >"$out/skipped.txt"
+awk -v skip="$(tr '\n' ' ' <"$out/skipped.txt")" \
+  'BEGIN { n = split(skip, a, " "); for (i = 1; i <= n; i++) s[a[i]] = 1 }
+   { m = $0; sub(/.*\//, "", m) } !(m in s)' "$out/files.txt" >"$out/files.run"
+mv "$out/files.run" "$out/files.txt"
+log "$(wc -l <"$out/files.txt") files, $jobs at a time, ${limit}s each; skipped: $(tr '\n' ' ' <"$out/skipped.txt")"
 
 run_files() { # MODE FILELIST
   xargs -a "$2" -P "$jobs" -n 1 "${run_as[@]}" "$here/run-one.sh" "$bin/testfixture-$1" \
@@ -160,4 +167,4 @@ touch "$out/stock.results"
 log "stock run ($(wc -l <"$out/stock-files.txt") files): $(( $(date +%s) - t1 ))s"
 
 # ---- 7. compare
-node "$here/compare.mjs" "$here/expected.txt" "$out/mw.results" "$out/stock.results" "$out"
+node "$here/compare.mjs" "$here/expected.txt" "$out/mw.results" "$out/stock.results" "$out" "$out/skipped.txt"
