@@ -7,9 +7,8 @@
 # failing test changed, on any hang, and on any crash not listed as the suite's own
 # script crashing the testfixture ("harness crash:").
 #
-#   scripts/sqlite-tcl/run.sh [--stock] [--subset] [FILE.test ...]
+#   scripts/sqlite-tcl/run.sh [--stock] [FILE.test ...]
 #     --stock    also run every file with the stock testfixture (and check it too)
-#     --subset   only the files of subset.txt (see there)
 #     FILE.test  only these files (names without directory)
 # Environment: MW_TCL_DIR (default /tmp/mw-sqlite-tcl: sources, builds, logs),
 #   MW_TCL_JOBS (parallel files, default 2), MW_TCL_LIMIT (seconds per file, default 200),
@@ -22,11 +21,10 @@ dir=${MW_TCL_DIR:-/tmp/mw-sqlite-tcl}
 jobs=${MW_TCL_JOBS:-2}
 limit=${MW_TCL_LIMIT:-200}
 user=${MW_TCL_USER:-mwtest}
-stock_all=0 subset=0 only=()
+stock_all=0 only=()
 for a in "$@"; do
   case $a in
     --stock) stock_all=1 ;;
-    --subset) subset=1 ;;
     -*) echo "unknown option $a" >&2; exit 2 ;;
     *) only+=("$a") ;;
   esac
@@ -101,20 +99,23 @@ if [ "$(id -u)" = 0 ]; then
 fi
 out=$dir/out
 rm -rf "$out" && mkdir -p "$out/stock" "$out/mw" "$out/check"
+# The unprivileged user may not be able to read the checkout (a clone under /root):
+# it runs copies of the helpers.
+cp "$here/run-one.sh" "$here/check-default.tcl" "$here/engine-checks.tcl" "$bin/"
 chmod -R a+rX "$dir"
 [ ${#run_as[@]} -eq 0 ] || chown -R "$user" "$out"
 export HOME=$out
 
 # ---- 5. the engine is the default VFS of the engine's testfixture, and not of stock
 for m in stock mw; do
-  got=$(cd "$out/check" && "${run_as[@]}" "$bin/testfixture-$m" "$here/check-default.tcl") \
+  got=$(cd "$out/check" && "${run_as[@]}" "$bin/testfixture-$m" "$bin/check-default.tcl") \
     || { echo "$got"; echo "check-default failed for $m" >&2; exit 1; }
   echo "$got" | sed "s/^/  $m: /"
   want=engine; [ $m = stock ] && want=stock
   [ "$(echo "$got" | tail -1)" = $want ] || { echo "testfixture-$m is not $want" >&2; exit 1; }
 done
 
-got=$(cd "$out/check" && "${run_as[@]}" timeout 60 "$bin/testfixture-mw" "$here/engine-checks.tcl" 2>&1) \
+got=$(cd "$out/check" && "${run_as[@]}" timeout 60 "$bin/testfixture-mw" "$bin/engine-checks.tcl" 2>&1) \
   || { echo "$got"; echo "engine-checks.tcl failed (exit $?, 124: hang)" >&2; exit 1; }
 echo "  mw: engine-checks.tcl: $got"
 
@@ -129,8 +130,6 @@ pick() { # names on stdin -> their paths in veryquick.txt
 }
 if [ ${#only[@]} -gt 0 ]; then
   printf '%s\n' "${only[@]}" | pick >"$out/files.txt"
-elif [ $subset = 1 ]; then
-  grep -v '^#' "$here/subset.txt" | grep . | pick >"$out/files.txt"
 else
   cp "$out/veryquick.txt" "$out/files.txt"
 fi
@@ -144,7 +143,7 @@ mv "$out/files.run" "$out/files.txt"
 log "$(wc -l <"$out/files.txt") files, $jobs at a time, ${limit}s each; skipped: $(tr '\n' ' ' <"$out/skipped.txt")"
 
 run_files() { # MODE FILELIST
-  xargs -a "$2" -P "$jobs" -n 1 "${run_as[@]}" "$here/run-one.sh" "$bin/testfixture-$1" \
+  xargs -a "$2" -P "$jobs" -n 1 "${run_as[@]}" "$bin/run-one.sh" "$bin/testfixture-$1" \
     "$src" "$out/$1" "$limit"
   for p in $(cat "$2"); do
     f=$(basename "$p")
