@@ -3,8 +3,8 @@
 # limit, and writes OUT/NAME.res: "NAME STATUS FIRST-FAILING-TEST SECONDS rc=N
 # FAILING-TESTS...", NAME being the file's name without its directory.
 #   STATUS: clean | errors | hang (time limit) | crash (killed by a signal)
-#   FIRST-FAILING-TEST: the first "! name" line of the log; "-" when clean, "(script)"
-#   when the file stopped on a Tcl error outside any test.
+#   FIRST-FAILING-TEST: the first test of the log that failed (first-failing.awk); "-"
+#   when clean, "(script)" when the file stopped on a Tcl error outside any test.
 # Usage: run-one.sh TESTFIXTURE SOURCE-TREE OUT LIMIT_SECONDS PATH (relative to the tree)
 set -u
 tf=$1 srcdir=$2 out=$3 limit=$4 path=$5
@@ -17,7 +17,7 @@ start=$(date +%s)
 timeout -k 10 "$limit" "$tf" "$srcdir/$path" >"$out/$f.log" 2>&1 </dev/null
 rc=$?
 secs=$(( $(date +%s) - start ))
-first=$(grep -a -m1 -E '^! [^ ]+ ' "$out/$f.log" | awk '{print $2}')
+first=$(LC_ALL=C awk -f "$(dirname "$0")/first-failing.awk" "$out/$f.log")
 failures=$(grep -a -m1 '^!Failures on these tests:' "$out/$f.log" | sed 's/^!Failures on these tests://')
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
   status=hang

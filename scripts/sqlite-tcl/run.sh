@@ -101,7 +101,7 @@ out=$dir/out
 rm -rf "$out" && mkdir -p "$out/stock" "$out/mw" "$out/check"
 # The unprivileged user may not be able to read the checkout (a clone under /root):
 # it runs copies of the helpers.
-cp "$here/run-one.sh" "$here/check-default.tcl" "$here/engine-checks.tcl" "$bin/"
+cp "$here/run-one.sh" "$here/first-failing.awk" "$here/check-default.tcl" "$here/engine-checks.tcl" "$bin/"
 chmod -R a+rX "$dir"
 [ ${#run_as[@]} -eq 0 ] || chown -R "$user" "$out"
 export HOME=$out
