@@ -60,7 +60,9 @@ mw_lane *mw_lane_find(const char *zDbName) {
 ** (the stock connection needs the file's locks). */
 static int convert_to_wal(sqlite3_vfs *root, const char *path, char **pzErr) {
   sqlite3 *c = 0;
-  int rc = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE, root->zName);
+  /* Private cache: with shared cache on, a shared open would wait for the mutex that
+  ** the outer open (the one converting) holds. */
+  int rc = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_PRIVATECACHE, root->zName);
   sqlite3_stmt *st = 0;
   char mode[16] = "";
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(c, "PRAGMA main.journal_mode", -1, &st, 0);

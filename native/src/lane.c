@@ -209,10 +209,31 @@ static int pragma(mw_lane *l, char **a) {
                            "connections write at once)");
     return SQLITE_ERROR;
   }
-  if (!sqlite3_stricmp(name, "auto_vacuum") && val && strcmp(val, "0") &&
-      sqlite3_stricmp(val, "none")) {
+  /* SQLite reads "full"/"incremental" and the numbers 1 and 2 as a vacuum mode
+  ** and anything else (OFF, NONE, 0, ...) as NONE. */
+  if (!sqlite3_stricmp(name, "auto_vacuum") && val &&
+      (!sqlite3_stricmp(val, "full") || !sqlite3_stricmp(val, "incremental") ||
+       atoi(val) == 1 || atoi(val) == 2)) {
     a[0] = sqlite3_mprintf("multiwriter: auto_vacuum=%s is not supported (only NONE)", val);
     return SQLITE_ERROR;
+  }
+  /* The engine creates a new database (in WAL mode, page 1 written) when it opens it,
+  ** so SQLite then treats the page size as fixed and would ignore a new one without
+  ** a word: refuse a different size while the database is still empty instead. A
+  ** database with tables keeps stock behavior (the setting is ignored). */
+  if (!sqlite3_stricmp(name, "page_size") && val) {
+    int want = atoi(val);
+    mw_mutex_lock(&l->db->mu);
+    uint32_t pages = l->in_snap ? l->cur_size : l->db->visible_size;
+    mw_mutex_unlock(&l->db->mu);
+    if (want >= 512 && want <= 65536 && (want & (want - 1)) == 0 && want != l->db->page_size &&
+        pages <= 1) {
+      a[0] = sqlite3_mprintf("multiwriter: page_size=%d: the engine created this database "
+                             "with page size %d when it opened it; create it with the page "
+                             "size wanted before opening it through the engine",
+                             want, l->db->page_size);
+      return SQLITE_ERROR;
+    }
   }
   if (!sqlite3_stricmp(name, "synchronous") && val) {
     static const char *names[] = { "off", "normal", "full", "extra" };
@@ -273,9 +294,23 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       return l->stashed ? publish_stashed(l) : SQLITE_NOTFOUND;
     case SQLITE_FCNTL_SIZE_HINT:
     case SQLITE_FCNTL_CHUNK_SIZE:
-    case SQLITE_FCNTL_MMAP_SIZE:
-      /* The file is the compactor's: no growth hints, no mapping. */
+      /* The file is the compactor's: no growth hints. */
       return SQLITE_OK;
+    case SQLITE_FCNTL_MMAP_SIZE:
+      /* Nor mapping: the limit in force is 0 (PRAGMA mmap_size reads it back). */
+      *(sqlite3_int64 *)arg = 0;
+      return SQLITE_OK;
+    case SQLITE_FCNTL_VFSNAME: {
+      /* "multiwriter/<root>", the way shims stack their names. */
+      char **pz = arg;
+      *pz = 0;
+      int rc = p->real->pMethods->xFileControl(p->real, op, arg);
+      if (rc != SQLITE_OK && rc != SQLITE_NOTFOUND) return rc;
+      char *z = *pz ? sqlite3_mprintf("%s/%s", MW_VFS_NAME, *pz) : sqlite3_mprintf("%s", MW_VFS_NAME);
+      sqlite3_free(*pz);
+      *pz = z;
+      return z ? SQLITE_OK : SQLITE_NOMEM;
+    }
     default:
       return p->real->pMethods->xFileControl(p->real, op, arg);
   }

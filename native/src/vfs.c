@@ -152,11 +152,62 @@ static const sqlite3_io_methods mw_err_methods = {
   err_shmmap, err_shmlock, err_shmbarrier, err_shmunmap, 0, 0
 };
 
+/* A VFS stacked above the engine (the connection's file is the stacked VFS's, the
+** engine's file is under it) works only when it passes the engine the name SQLite
+** gave it and the shared memory. Two ways it may not:
+**  - it opens the file under a name of its own (multiplex): the engine then cannot
+**    tell whose private WAL a "-wal" open is, and a real -wal on disk would hold
+**    commits the engine never sees;
+**  - it keeps its own shared memory (the suite's testvfs): SQLite's wal-index is
+**    then not the connection's private one, and commits get lost.
+** Either is refused here, at open, rather than losing data later. */
+static int check_stacked(sqlite3 *db, sqlite3_file *top, char **pzErr) {
+  const char *name = sqlite3_db_filename(db, "main");
+  if (name == 0 || name[0] == 0) return SQLITE_OK;
+  mw_lane *l = mw_lane_find(name);
+  if (l == 0) {
+    if (!mw_db_is_open(name)) return SQLITE_OK; /* not opened through the engine */
+    *pzErr = sqlite3_mprintf("multiwriter: %s is open through the engine in this "
+                             "process, but this connection's file is not the engine's "
+                             "(another VFS, or a VFS stacked over the engine that "
+                             "renames the file): not supported", name);
+    return SQLITE_ERROR;
+  }
+  if (top->pMethods == &mw_main_methods) return SQLITE_OK; /* the engine's own file */
+  if (top->pMethods->iVersion < 2 || top->pMethods->xShmMap == 0) return SQLITE_OK;
+  /* Map region 0 through the stacked file: passed down, it reaches the lane. */
+  int had = l->nregion;
+  void volatile *mem = 0;
+  int rc = top->pMethods->xShmMap(top, 0, 32768, 1, &mem);
+  if (rc != SQLITE_OK) return SQLITE_OK; /* SQLite will meet the same error itself */
+  int passed = had > 0 ? mem == l->region[0] : l->nregion > 0;
+  if (had == 0) top->pMethods->xShmUnmap(top, 0);
+  if (passed) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("multiwriter: the VFS above the engine keeps its own shared "
+                           "memory for %s; a VFS stacked over the engine must pass "
+                           "xShmMap/xShmLock through to it", name);
+  return SQLITE_ERROR;
+}
+
 int mw_check_open(sqlite3 *db, char **pzErr) {
   sqlite3_file *f = 0;
+  char *err = 0;
   if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK || f == 0)
     return SQLITE_OK;
-  if (f->pMethods != &mw_err_methods) return SQLITE_OK;
+  if (f->pMethods == 0) return SQLITE_OK; /* nothing opened yet (":memory:", "") */
+  if (f->pMethods != &mw_err_methods) {
+    /* Only a connection through another VFS can be stacked over the engine. The
+    ** root VFS's own connections are skipped: the engine's private one converts a
+    ** file while the registry is locked. */
+    sqlite3_vfs *vfs = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK ||
+        vfs == 0 || vfs == &mw_vfs || vfs == root_vfs)
+      return SQLITE_OK;
+    int rc = check_stacked(db, f, &err);
+    if (rc != SQLITE_OK && pzErr) *pzErr = err ? err : sqlite3_mprintf("multiwriter: out of memory");
+    else sqlite3_free(err);
+    return rc;
+  }
   mw_file *p = (mw_file *)f;
   if (pzErr) *pzErr = sqlite3_mprintf("%s", p->err ? p->err : "multiwriter: open refused");
   return p->err_rc != SQLITE_OK ? p->err_rc : SQLITE_ERROR;
