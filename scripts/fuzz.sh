@@ -28,21 +28,8 @@ if ! command -v "$CC" >/dev/null; then
   exit 1
 fi
 
-# The -D flags of build.zig, read from the file (as scripts/sanitize.sh does).
-zig_list() {
-  awk -v name="$1" '
-    $0 ~ "^const " name " = " { on = 1; next }
-    on && /^};/ { exit }
-    on { if (match($0, /"[^"]*"/)) print substr($0, RSTART + 1, RLENGTH - 2) }
-  ' build.zig
-}
-mapfile -t sqlite_flags < <(zig_list sqlite_flags)
-mapfile -t posix_flags < <(zig_list posix_flags)
-mapfile -t engine_flags < <(zig_list engine_flags)
-if [ ${#sqlite_flags[@]} -lt 5 ] || [ ${#posix_flags[@]} -lt 1 ] || [ ${#engine_flags[@]} -lt 3 ]; then
-  echo "fuzz.sh: cannot read the flag lists from build.zig" >&2
-  exit 1
-fi
+# The -D flags of build.zig (scripts/zig-flags.sh).
+. scripts/zig-flags.sh fuzz.sh
 
 out=zig-out/fuzz
 mkdir -p "$out/obj" "$out/bin" "$out/artifacts"
