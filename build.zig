@@ -127,7 +127,7 @@ pub fn addArtifacts(b: *std.Build, target: std.Build.ResolvedTarget, optimize: s
     };
 }
 
-/// A test that runs its own binary again (test_engine_recover) needs the emulator
+/// A test that runs its own binary again (test_engine_recover, test_processes) needs the emulator
 /// when the tests run under qemu-user (-fqemu) and the kernel has no binfmt_misc
 /// entry for the target: MW_TEST_EMULATOR names it, QEMU_LD_PREFIX gives it the
 /// glibc that zig's own qemu command line passes with -L (--glibc-runtimes).
@@ -136,6 +136,9 @@ fn setEmulatorEnv(b: *std.Build, run: *std.Build.Step.Run, t: std.Target) void {
     switch (std.zig.system.getExternalExecutor(b.graph.host.result, &t, .{ .link_libc = true, .qemu_fixes_dl = t.isGnuLibC() and b.glibc_runtimes_dir != null })) {
         .qemu => |bin| {
             run.setEnvironmentVariable("MW_TEST_EMULATOR", bin);
+            // Emulation is 5-20 times slower: the tests that scale their loops (the fault
+            // test tries every 4th call, the checkers run fewer transactions) do so.
+            run.setEnvironmentVariable("MW_TEST_SCALE", "0.25");
             if (t.isGnuLibC()) if (b.glibc_runtimes_dir) |dir| {
                 const triple = std.zig.target.glibcRuntimeTriple(b.allocator, t.cpu.arch, t.os.tag, t.abi) catch @panic("out of memory");
                 run.setEnvironmentVariable("QEMU_LD_PREFIX", b.pathJoin(&.{ dir, triple }));
