@@ -35,6 +35,9 @@ typedef struct cm_load {
   int new_below;          /* r below this takes the next new key of the thread's block */
   int big_table;          /* big values only there (-1: any table), one in big_one_in */
   int big_one_in, big_bytes, small_bytes; /* CM_BIG_MIN + 0..big_bytes-1, or 1..small_bytes */
+  int meta_one_in;        /* one operation in this many (0: none) reads or sets
+                             user_version (page 1's header: a read the relocation path
+                             must validate too) */
   int held_one_in;        /* one iteration in this many (0: none) holds a read statement
                              open and runs single-statement commits inside its snapshot */
 } cm_load;
@@ -44,7 +47,8 @@ typedef struct cm_load {
 static uint64_t cm_seed = 0x5eed0001ull;
 
 /* OP_COPY: k takes k2's value when k2 exists (a write that depends on a read). */
-enum { OP_PUT, OP_UPD, OP_DEL, OP_GET, OP_RANGE, OP_COPY };
+/* OP_META_GET / OP_META_SET: read or set user_version (the model's slot `keys`). */
+enum { OP_PUT, OP_UPD, OP_DEL, OP_GET, OP_RANGE, OP_COPY, OP_META_GET, OP_META_SET };
 
 typedef struct op {
   int kind, k, k2;
@@ -261,7 +265,17 @@ static void *cm_worker_run(void *arg) {
       /* New keys of the own block where the workload asks: growth in every transaction. */
       if (r < L->new_below && next_new < block) o->k = w->id * block + next_new++;
       int ti = o->k % L->tables;
-      if (r < L->write_below) {
+      if (L->meta_one_in && rnd(&seed) % (uint64_t)L->meta_one_in == 0) {
+        o->kind = readonly || rnd(&seed) % 2 ? OP_META_GET : OP_META_SET;
+        if (o->kind == OP_META_GET) {
+          o->vh = (uint64_t)tu_int(db, "PRAGMA user_version");
+        } else {
+          char q[64];
+          o->vh = (uint64_t)(w->id + 1) * 1000000u + (uint64_t)n * 10u + (uint64_t)j;
+          snprintf(q, sizeof q, "PRAGMA user_version = %llu", (unsigned long long)o->vh);
+          tu_exec(db, q);
+        }
+      } else if (r < L->write_below) {
         o->kind = r < L->put_below ? OP_PUT : r < L->upd_below ? OP_UPD : OP_DEL;
         if (o->kind == OP_UPD && r % 3 == 0) {
           o->kind = OP_COPY;
@@ -312,7 +326,7 @@ static void *cm_worker_run(void *arg) {
 static int check_reads(cm_run *r, const txn *t, int apply) {
   const cm_load *L = r->L;
   uint64_t *s = r->scratch;
-  memcpy(s, r->model, sizeof(uint64_t) * (size_t)L->keys);
+  memcpy(s, r->model, sizeof(uint64_t) * (size_t)(L->keys + 1));
   for (int j = 0; j < t->nops; j++) {
     const op *o = &t->ops[j];
     switch (o->kind) {
@@ -320,6 +334,8 @@ static int check_reads(cm_run *r, const txn *t, int apply) {
       case OP_UPD: if (s[o->k]) s[o->k] = o->vh; break;
       case OP_DEL: s[o->k] = 0; break;
       case OP_COPY: if (s[o->k2]) s[o->k] = s[o->k2]; break;
+      case OP_META_GET: if (s[L->keys] != o->vh) return 0; break;
+      case OP_META_SET: s[L->keys] = o->vh; break;
       case OP_GET: if (s[o->k] != o->vh) return 0; break;
       case OP_RANGE: {
         uint64_t h = 0;
@@ -330,7 +346,7 @@ static int check_reads(cm_run *r, const txn *t, int apply) {
       }
     }
   }
-  if (apply) memcpy(r->model, s, sizeof(uint64_t) * (size_t)L->keys);
+  if (apply) memcpy(r->model, s, sizeof(uint64_t) * (size_t)(L->keys + 1));
   return 1;
 }
 
@@ -404,7 +420,8 @@ static void cm_final(cm_run *r, sqlite3 *setup, const char *path) {
     sqlite3_finalize(st);
   }
   CHECK(dup == 0);
-  r->final_ok = memcmp(seen, r->model, sizeof(uint64_t) * (size_t)L->keys) == 0;
+  r->final_ok = memcmp(seen, r->model, sizeof(uint64_t) * (size_t)L->keys) == 0 &&
+                (uint64_t)tu_int(setup, "PRAGMA user_version") == r->model[L->keys];
   r->compactions = tu_stat(setup, MW_STAT_COMPACTIONS);
   if (!r->final_ok) fprintf(stderr, "final state differs from the model\n");
   CHECK(tu_integrity_ok(setup));
@@ -435,8 +452,8 @@ static void cm_seed_from_env(void) {
 static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
   memset(r, 0, sizeof(*r));
   r->L = L;
-  r->model = calloc((size_t)L->keys, sizeof(uint64_t));
-  r->scratch = calloc((size_t)L->keys, sizeof(uint64_t));
+  r->model = calloc((size_t)L->keys + 1, sizeof(uint64_t));
+  r->scratch = calloc((size_t)L->keys + 1, sizeof(uint64_t));
   CHECK(r->model != 0 && r->scratch != 0 && L->tables <= CM_MAXTABLES);
   const char *path = tu_db_path(L->dir, "c.db");
   printf("%s: seed %llu (MW_TEST_SEED=%llu replays the workload), params %s\n", L->dir,
@@ -452,6 +469,7 @@ static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
   int64_t base = tu_stat(setup, MW_STAT_COMMIT_EPOCH);
   CHECK(base > 0);
   r->model[0] = fnv("zero", 4);
+  r->model[L->keys] = 1; /* user_version */
 
   for (int i = 0; i < CM_THREADS; i++) {
     cm_worker *w = &r->w[i];

@@ -35,6 +35,7 @@ static const cm_load load = {
   .new_below = 0,
   .big_table = -1, .big_one_in = 10, .big_bytes = 6000, .small_bytes = 400,
   .held_one_in = 6,
+  .meta_one_in = 25,
 };
 
 static void round_once(void) {

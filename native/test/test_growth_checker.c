@@ -25,6 +25,7 @@ static const cm_load load = {
   .readonly_one_in = 8,
   .write_below = 85, .put_below = 72, .upd_below = 80, .get_below = 93, .range_width = 30,
   .new_below = 65,
+  .meta_one_in = 25,
   .big_table = 1, .big_one_in = 4, .big_bytes = 22000, .small_bytes = 600,
 };
 
