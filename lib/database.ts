@@ -323,7 +323,7 @@ export class Database {
       // RELEASE it still reports a transaction (OP_Savepoint restores autocommit=0): the
       // next statement would stay pending and vanish at close. Leave that empty
       // transaction, so that a lost commit always returns the connection to autocommit.
-      s.sqlite3_exec(db, cstr("ROLLBACK"), null, null, null);
+      s.sqlite3_exec(db, cstr("ROLLBACK"), this.#f.NULL, this.#f.NULL, null);
     }
     return new SQLiteError(message, code, sql, s.sqlite3_error_offset(db));
   }
