@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "15f4e8c1e7502612abed8be6defa7922931d89649dd803a2ded4610df892f215",
-        "size": 1762512
+        "sha256": "ea964f97c285ae3348829edb8fb454e816948e1d369a8c3cc7c2c60f2b645be9",
+        "size": 1774728
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "082f99dc3538b2c16f46bbf789c50e455adad67f22c7cd52cb9035ef0971a7f8",
-        "size": 202680
+        "sha256": "6eab032b3cffe6b2d17a7c64f9875d6304565796a05d9bf73f5e664136998316",
+        "size": 215200
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "35da58cc678d9307aea480697685ce6b46af7fe224f911db5c36c3ddfb5e1447",
-        "size": 1707088
+        "sha256": "84e1030b27c574b0d63f6497ff1b6df1f4dc35dd7ae363de421910752073df9a",
+        "size": 1718880
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "07e7cac22117b6016c5b4dfa4619a4374fcf3124ab295ed73f662558e1de0235",
-        "size": 196352
+        "sha256": "55de4f7d860bdbdad50951571b8e0de9dbef3d453e2b8fe1f068bfd5ef2321f3",
+        "size": 208424
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "ee22527246affd49afd44111b01f245c8e73505b30f2295348af7a5d3f7e77ce",
-        "size": 1760584
+        "sha256": "4f13164ee14c5c17347257a61895268026041521f9a63af467ded4739ad3e079",
+        "size": 1772792
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "5be22b369a5307bc2ce53d7023614c4bcc911a70e0b7452f70b64101fac9ee5b",
-        "size": 202064
+        "sha256": "6f5f0200dce6ac40b5c8128602817e7db9a65b555cc88c7942c4965ab6edb2df",
+        "size": 214568
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ada6ae0a4d6d6eb3cbcc777ee9b4b41b4407aa08c371d0e358c5201de9eb8a8b",
-        "size": 1705352
+        "sha256": "e2a32b9241e5226f7df26827a3c2df35040a347a6e9c01d8a6af89df34299ff9",
+        "size": 1717192
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "d44470300438c199fdb4953c766fba78dd7b977d1408a754e20389e73ca4cfc3",
-        "size": 195848
+        "sha256": "d5d2af77656bb74e3931c839b93673a6de58481172f8b8e6d068563a9cb3d576",
+        "size": 207976
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "17c9a3760f9bbe98ef2a76c34581c35e12eba641cfd84c5836359d2d02aa62bf",
-        "size": 1722870
+        "sha256": "cb04334f3a84c0e69043b89261ef272249cd97d7d341ae9be75c596efbf70542",
+        "size": 1732168
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "af797f556f7845a83185847830fae3b0ff3072c015545dc5eaafecd7ecf6f319",
-        "size": 209492
+        "sha256": "508b736fc9edd64a3c676951e9128670f8cc7615dcb3816b7b935a064f23d4d0",
+        "size": 218797
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "14ab87776d7076af47dc05c6ba8892eaa813c43c64e75c59fa4eacddea5bf57c",
-        "size": 1794304
+        "sha256": "6ca02f7eb71ec817fadb38d04d59d90e24315e1745f56966f5e8c8ea950c6c5d",
+        "size": 1811824
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "cdce992a642661f10e4b54b62b04833b5eec7f82f62ad014b32dac6b919f1350",
-        "size": 240232
+        "sha256": "071f97793a769b369671a2ec574b9f272f4aba7fe048d3436976dce9d071901a",
+        "size": 257784
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "996ba7660d22d1dde14b9d45272534beb0cdbc6502c7d3bc45658966c6647065",
-        "size": 1643008
+        "sha256": "ed5cfa904017d24ccc74b3f62a4a12ebc640f13a253cb24a35cbde205a43b415",
+        "size": 1652736
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "c61568d691290db852d180a50c9db6df73e0decde518227d6b78d9c7cb04efa9",
-        "size": 144896
+        "sha256": "0ee07bd12b8149b87a0e026ae6c9b2d33812ab529f016006b413d32c2b1bfdb1",
+        "size": 155648
       }
     }
   }
