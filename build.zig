@@ -183,6 +183,9 @@ pub fn build(b: *std.Build) void {
         run.has_side_effects = true;
         // The process test loads the extension into Debian's sqlite3 shell.
         if (std.mem.eql(u8, name, "test_processes")) run.addArtifactArg(host.extension);
+        // A build for another target (another libc, or emulated): its extension does
+        // not load into the host's sqlite3 shell.
+        if (!target.query.isNative()) run.setEnvironmentVariable("MW_TEST_FOREIGN", "1");
         setEmulatorEnv(b, run, target.result);
         test_step.dependOn(&run.step);
     }

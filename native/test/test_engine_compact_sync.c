@@ -58,10 +58,12 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
   note_write(fd);
   return (ssize_t)syscall(SYS_pwrite64, fd, buf, n, off);
 }
+#if defined(__GLIBC__) /* musl has no separate 64-bit names (and no off64_t) */
 ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off) {
   note_write(fd);
   return (ssize_t)syscall(SYS_pwrite64, fd, buf, n, off);
 }
+#endif
 int fdatasync(int fd) { return note_sync(fd, syscall(SYS_fdatasync, fd)); }
 int fsync(int fd) { return note_sync(fd, syscall(SYS_fsync, fd)); }
 

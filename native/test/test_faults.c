@@ -53,7 +53,9 @@
 #include "platform.h"
 
 #include <errno.h>
-#include <execinfo.h>
+#if defined(__GLIBC__)
+#include <execinfo.h> /* MW_FAULTS_TRACE: glibc only */
+#endif
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -94,10 +96,12 @@ static int ft_fire(int cls) {
   if (ft_n == 0 || c < ft_n) return 0;
   if (c == ft_n) {
     __atomic_store_n(&ft_hit, 1, __ATOMIC_SEQ_CST);
+#if defined(__GLIBC__)
     if (getenv("MW_FAULTS_TRACE")) { /* where the fault is: MW_FAULTS_TRACE=1 with MW_FAULTS_N */
       void *pcs[32];
       backtrace_symbols_fd(pcs, backtrace(pcs, 32), 2);
     }
+#endif
     return 2;
   }
   return ft_mode == M_ALWAYS;
