@@ -14,9 +14,10 @@
 //     process per file) re-executes the runtime, which the kernel cannot run without a
 //     binfmt_misc entry for qemu (CI does not register one: that changes the machine for
 //     every container on it).
-//   - two files cannot run this way: native.test.ts loads the extension into the
-//     host's /usr/bin/sqlite3 (an x86_64 program cannot load an arm64 library), and
-//     download.test.ts re-executes the runtime (same reason as above).
+//   - some files cannot run this way (NOT_EMULATED): native.test.ts loads the extension
+//     into the host's /usr/bin/sqlite3 (an x86_64 program cannot load an arm64 library),
+//     and the files that start the runtime as another process (download, exit, gc,
+//     library-file, processes, worker-exit) need binfmt_misc, as above.
 // Bun's and Deno's musl builds are not tried: Bun's linux-*-musl binaries need
 // libstdc++.so.6 built for musl (no Debian package has it) and Deno publishes no musl
 // build. Windows: bun.exe and deno.exe (@oven/bun-windows-x64, @deno/win32-x64) do not start
@@ -37,6 +38,11 @@ const PACKAGES = {
 export const NOT_EMULATED = {
   "native.test.ts": "loads the arm64 extension into the host's x86_64 sqlite3 shell",
   "download.test.ts": "re-executes the runtime (needs binfmt_misc)",
+  "exit.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
+  "gc.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
+  "library-file.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
+  "processes.test.ts": "starts the runtime as a second process (needs binfmt_misc)",
+  "worker-exit.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
 };
 
 /** Fetches one npm package at the lock file's version into dir and returns its folder. */
