@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "ea964f97c285ae3348829edb8fb454e816948e1d369a8c3cc7c2c60f2b645be9",
-        "size": 1774728
+        "sha256": "6c57b95bb3528d6c941b4ebdda6c884f39e3817356f44cbe3e84414202f850bc",
+        "size": 1774680
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "6eab032b3cffe6b2d17a7c64f9875d6304565796a05d9bf73f5e664136998316",
-        "size": 215200
+        "sha256": "b47a9bcf44b9652f09684bd858301585d9dc3cc271d940d97fecb02e8da4be51",
+        "size": 215168
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "84e1030b27c574b0d63f6497ff1b6df1f4dc35dd7ae363de421910752073df9a",
-        "size": 1718880
+        "sha256": "c9c21d7e6a34df3b311b658fb045c06772e8cafddb233c4715be8bc5f8962b62",
+        "size": 1718832
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "55de4f7d860bdbdad50951571b8e0de9dbef3d453e2b8fe1f068bfd5ef2321f3",
-        "size": 208424
+        "sha256": "9bea2ad86a88fa843af54371d0d8068fde3851fc99f32591df599f6e9ac64c19",
+        "size": 208376
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "4f13164ee14c5c17347257a61895268026041521f9a63af467ded4739ad3e079",
-        "size": 1772792
+        "sha256": "9785f8841121571b3e4941887fdb4aa34685e71a40b8782c06beb4160e2b6d85",
+        "size": 1772744
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6f5f0200dce6ac40b5c8128602817e7db9a65b555cc88c7942c4965ab6edb2df",
-        "size": 214568
+        "sha256": "2f96d92e797bbc75dbc6fee8015977aa9865702be032307cbec7b3712036cb23",
+        "size": 214536
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "e2a32b9241e5226f7df26827a3c2df35040a347a6e9c01d8a6af89df34299ff9",
-        "size": 1717192
+        "sha256": "8d2530274f3016b5017eaca65da26a1affce3e8f7b779cf9ea7d9e7093999dab",
+        "size": 1717144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "d5d2af77656bb74e3931c839b93673a6de58481172f8b8e6d068563a9cb3d576",
-        "size": 207976
+        "sha256": "b5d6e0f12e2b28e827b7c1b2aa382ef513ad713e228fc31e7873102960a5ec6c",
+        "size": 207928
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "cb04334f3a84c0e69043b89261ef272249cd97d7d341ae9be75c596efbf70542",
+        "sha256": "a06b3a084a8591e5aecaa8de79cc9abc1398d0aef98b6675f41280d40bd9db4f",
         "size": 1732168
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "508b736fc9edd64a3c676951e9128670f8cc7615dcb3816b7b935a064f23d4d0",
+        "sha256": "dea19896527a295d7f2d675e9c072e26cdb675a98fcaf52d2d68f0c2cb1e06a4",
         "size": 218797
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "6ca02f7eb71ec817fadb38d04d59d90e24315e1745f56966f5e8c8ea950c6c5d",
+        "sha256": "2cb723c618947ba83e1320ac940b9465c8c658efd8db98e2af2787a4f583d662",
         "size": 1811824
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "071f97793a769b369671a2ec574b9f272f4aba7fe048d3436976dce9d071901a",
+        "sha256": "d7705f99b4950647cb24c394d33726515a3323946532967032d46fdffb308074",
         "size": 257784
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "ed5cfa904017d24ccc74b3f62a4a12ebc640f13a253cb24a35cbde205a43b415",
+        "sha256": "6c9ad2cf5edd1fbd34c6d66af5d7bd477691d1fd32200b84b409e783a9218d32",
         "size": 1652736
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "0ee07bd12b8149b87a0e026ae6c9b2d33812ab529f016006b413d32c2b1bfdb1",
+        "sha256": "e1d13dd7addf0de6304df33d8a4779f154c5a36b95d46e6323925ce6388bdf05",
         "size": 155648
       }
     }

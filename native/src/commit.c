@@ -675,7 +675,8 @@ static int sets_meet(const commit *a, const commit *b) {
 int mw_commit_group(mw_lane **lanes, int n) {
   commit *cs = calloc((size_t)n, sizeof(commit));
   commit **order = calloc((size_t)n, sizeof(commit *));
-  int rc = cs && order ? SQLITE_OK : SQLITE_NOMEM;
+  int *irc = calloc((size_t)n, sizeof(int)); /* results of install, made before any epoch */
+  int rc = cs && order && irc ? SQLITE_OK : SQLITE_NOMEM;
   int conflict = 0, same_pages = 0;
   for (int i = 0; rc == SQLITE_OK && i < n; i++) {
     mw_lane *l = lanes[i];
@@ -720,20 +721,17 @@ int mw_commit_group(mw_lane **lanes, int n) {
   } else {
     /* Every commit is installed before any database's stripes are released, so
     ** that no other commit validates between two commits of one database. */
-    int *irc = calloc((size_t)n, sizeof(int));
     for (int i = 0; i < n; i++) {
       assign(order[i]);
-      int r = install(order[i]);
-      if (irc) irc[i] = r; else if (rc == SQLITE_OK) rc = r;
+      irc[i] = install(order[i]);
     }
     for (int i = n - 1; i >= 0; i--)
       if (order[i]->locked) unlock_stripes(&order[i]->l->db->store, order[i]->mask);
     for (int i = 0; i < n; i++) {
       order[i]->locked = 0;
-      int r = complete(order[i], irc ? irc[i] : SQLITE_NOMEM);
+      int r = complete(order[i], irc[i]);
       if (rc == SQLITE_OK) rc = r;
     }
-    free(irc);
   }
   for (int i = 0; i < n; i++) {
     mw_lane *l = lanes[i];
@@ -748,5 +746,6 @@ int mw_commit_group(mw_lane **lanes, int n) {
   for (int i = 0; cs && i < n; i++) commit_free(&cs[i]);
   free(cs);
   free(order);
+  free(irc);
   return rc;
 }
