@@ -1,13 +1,14 @@
 // Library resolution: explicit path, environment variable, per-platform npm package,
 // the checkout's zig-out, the release download (test/download.test.ts); an error that
 // lists every place it looked.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { Database, libraryPath, LibraryNotFoundError } from "../lib/mod.ts";
 import {
   detectLibc,
+  libcFromMaps,
   libraryFileName,
   packageName,
   resolveLibrary,
@@ -36,6 +37,19 @@ describe("library resolution", () => {
     expect(libraryFileName("win32")).toBe("mwsqlite3.dll");
     expect(libraryFileName("darwin")).toBe("libmwsqlite3.dylib");
     expect(["glibc", "musl"]).toContain(detectLibc());
+  });
+
+  it("takes the C library from the process's own mapped files, not from what is installed", () => {
+    const glibc = "7f1c2a000000-7f1c2a028000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6\n" +
+      "7f1c2a300000-7f1c2a302000 r--p 00000000 08:01 1240 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2\n";
+    const musl = "7f00aa000000-7f00aa014000 r--p 00000000 00:2f 77 /lib/ld-musl-aarch64.so.1\n";
+    expect(libcFromMaps(glibc)).toBe("glibc");
+    expect(libcFromMaps(musl)).toBe("musl");
+    expect(libcFromMaps("00400000-00452000 r-xp 00000000 08:01 99 /usr/bin/static-thing\n")).toBeNull();
+    // CI's glibc machine also has Debian's musl package (/lib/ld-musl-*.so): this
+    // runtime's own maps still decide.
+    const own = process.platform === "linux" ? libcFromMaps(readFileSync("/proc/self/maps", "latin1")) : null;
+    if (own !== null) expect(detectLibc()).toBe(own);
   });
 
   it("finds the checkout's build output when no variable or package has it", () => {

@@ -78,13 +78,35 @@ export function libraryFileName(platform: string): string {
   return "libmwsqlite3.so";
 }
 
-/** glibc or musl: Bun installs both per-platform packages, so this picks at run time. */
+/**
+ * The C library named by the mapped files of a Linux process (the text of
+ * `/proc/<pid>/maps`): "musl" or "glibc", or null when neither loader is mapped
+ * (a static runtime).
+ */
+export function libcFromMaps(maps: string): "glibc" | "musl" | null {
+  if (/\/ld-musl-[^/\s]*\.so|\/libc\.musl-[^/\s]*\.so/.test(maps)) return "musl";
+  if (/\/ld-linux[^/\s]*\.so|\/libc\.so\.6/.test(maps)) return "glibc";
+  return null;
+}
+
+/**
+ * glibc or musl: Bun installs both per-platform packages, so this picks at run time.
+ * The library must match the C library of *this* process, so its own mapped files are
+ * asked first: a glibc system with Debian's `musl` package installed has
+ * /lib/ld-musl-*.so too. The files on disk are the fallback when /proc is not there.
+ */
 export function detectLibc(): "glibc" | "musl" {
+  try {
+    const own = libcFromMaps(readFileSync("/proc/self/maps", "latin1"));
+    if (own !== null) return own;
+  } catch { /* no /proc */ }
   try {
     if (readFileSync("/usr/bin/ldd", "latin1").includes("musl")) return "musl";
   } catch { /* no ldd */ }
   try {
-    if (readdirSync("/lib").some((f) => f.startsWith("ld-musl-"))) return "musl";
+    const names = readdirSync("/lib");
+    if (names.some((f) => f.startsWith("ld-linux"))) return "glibc";
+    if (names.some((f) => f.startsWith("ld-musl-"))) return "musl";
   } catch { /* no /lib */ }
   return "glibc";
 }
