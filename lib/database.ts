@@ -111,6 +111,10 @@ export interface EngineStats {
   turns: number;
   /** Relocations refused. */
   relocateRefused: number;
+  /** Background worker threads of the process, shared by every open engine database. */
+  backgroundThreads: number;
+  /** Steps the background workers ran for this database's compactor (none while it is idle). */
+  compactorRuns: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
   /** Attempts of the last transaction() call (1 = no retry). */
@@ -955,6 +959,8 @@ export class Database {
       merges: at(13),
       turns: at(14),
       relocateRefused: at(15),
+      backgroundThreads: at(21),
+      compactorRuns: at(22),
       retries: this.#retries,
       lastTransactionAttempts: this.#lastAttempts,
       raw,

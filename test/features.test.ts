@@ -165,6 +165,10 @@ describe("fileControl, stats, library facts", () => {
     expect(after.commitEpoch).toBe(after.visibleEpoch);
     expect(after.snapshotEpoch).toBe(after.commitEpoch - 1);
     expect(after.logBytes).toBeGreaterThan(0);
+    // The background workers are shared by every open database of the process (at most 4).
+    expect(after.backgroundThreads).toBeGreaterThanOrEqual(1);
+    expect(after.backgroundThreads).toBeLessThanOrEqual(4);
+    expect(typeof after.compactorRuns).toBe("number");
     const memory = new Database(":memory:");
     expect(memory.stats().engine).toBe(false);
     memory.close();

@@ -62,6 +62,10 @@ enum mw_stat {
   MW_STAT_RELOCATE_UNSAFE,     /* ... of which: a reference not found exactly once,
                                   an unknown or malformed page */
   MW_STAT_MERGE_REFUSED,       /* interior merges refused (commit refused) */
+  MW_STAT_BACKGROUND_THREADS,  /* background worker threads of the process, shared by
+                                  every open database (0 once none is open) */
+  MW_STAT_COMPACTOR_RUNS,      /* steps the workers ran for this database's compactor
+                                  (none while the database is idle) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

@@ -6,9 +6,13 @@
 **   page 1's size field at T; sync; the log's base becomes T (mw_log_compacted);
 **   then garbage collection drops what the file now holds.
 ** Triggers: the log passing mw_log_max_mb (mw_compact_kick from commit.c), a
-** timer, the last close (mw_compact_now(db, 1) from db.c).
+** timer, the last close (mw_compact_now(db, 1) from db.c). The compactor is a job
+** of the shared background workers (background.c), not a thread of its own: it
+** ticks while the database has work or old versions, and sleeps (no wake-up at
+** all) once the file holds everything, until the end of the next transaction that
+** committed (mw_compact_dirty_locked, from db.c).
 **
-** Owns: the compactor thread and the writes into the database file.
+** Owns: the compactor job and the writes into the database file.
 ** Never touches: lanes, SQLite connections.
 */
 #include "engine.h"
@@ -136,53 +140,63 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
   return rc;
 }
 
-static void *compactor_main(void *arg) {
+/* One step of the compactor job (background.c): compacts when asked or when the
+** timer is due and there is work, else collects garbage. Returns when to run again:
+** every TICK while there is anything left to do, never (until woken) once the
+** database is idle, so that an idle database costs nothing (mw_compact_dirty wakes it
+** after the next commit). */
+static uint64_t compactor_step(void *arg) {
   mw_db *db = arg;
-  uint64_t last = mw_now_ns();
   mw_mutex_lock(&db->mu);
-  while (!db->stop) {
-    if (!db->want_compact) mw_cond_timedwait_ms(&db->kick_cv, &db->mu, TICK_MS);
-    if (db->stop) break;
-    int timer = mw_now_ns() - last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
-    int run = db->want_compact || (timer && db->visible > db->compacted);
-    db->want_compact = 0;
-    mw_mutex_unlock(&db->mu);
-    if (run) {
-      last = mw_now_ns();
-      int rc = mw_compact_now(db, 0);
-      /* A failed compaction leaves the log as it was: retried at the next trigger. */
-      (void)rc;
-    } else {
-      gc(db); /* the log grows ahead of need on its own grower thread */
-    }
-    mw_mutex_lock(&db->mu);
-  }
+  uint64_t now = mw_now_ns();
+  int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
+  int run = db->want_compact || (timer && db->visible > db->compacted);
+  db->want_compact = 0;
   mw_mutex_unlock(&db->mu);
-  return 0;
+  if (run) {
+    db->compact_last = now;
+    /* A failed compaction leaves the log as it was: retried at the next trigger. */
+    (void)mw_compact_now(db, 0);
+  } else {
+    gc(db); /* the log grows ahead of need on its own job */
+  }
+  mw_mutex_lock(&db->mu);
+  int idle = !db->want_compact && db->visible == db->compacted && db->chains == 0;
+  db->compactor_idle = idle;
+  mw_mutex_unlock(&db->mu);
+  return idle ? 0 : (uint64_t)TICK_MS * 1000000u;
 }
 
 int mw_compactor_start(mw_db *db) {
-  db->stop = 0;
+  db->compact_last = mw_now_ns();
+  db->compactor_idle = 0;
   /* No thread to be had (the process is out of them): the open fails with a code that
   ** says so, and db.c's message. */
-  if (mw_thread_start(&db->compactor, compactor_main, db) != 0) return SQLITE_CANTOPEN;
+  if (mw_bg_add(&db->compactor, compactor_step, db, (uint64_t)TICK_MS * 1000000u) != SQLITE_OK)
+    return SQLITE_CANTOPEN;
   db->compactor_running = 1;
   return SQLITE_OK;
 }
 
 void mw_compactor_stop(mw_db *db) {
   if (!db->compactor_running) return;
-  mw_mutex_lock(&db->mu);
-  db->stop = 1;
-  mw_cond_broadcast(&db->kick_cv);
-  mw_mutex_unlock(&db->mu);
-  mw_thread_join(db->compactor);
+  mw_bg_remove(&db->compactor);
   db->compactor_running = 0;
 }
 
 void mw_compact_kick(mw_db *db) {
   mw_mutex_lock(&db->mu);
   db->want_compact = 1;
-  mw_cond_signal(&db->kick_cv);
+  db->compactor_idle = 0;
   mw_mutex_unlock(&db->mu);
+  mw_bg_wake(&db->compactor, 0);
 }
+
+void mw_compact_dirty_locked(mw_db *db, int *pWake) {
+  if (db->compactor_idle && db->visible > db->compacted) {
+    db->compactor_idle = 0;
+    *pWake = 1;
+  }
+}
+
+void mw_compact_wake(mw_db *db) { mw_bg_wake(&db->compactor, (uint64_t)TICK_MS * 1000000u); }

@@ -121,7 +121,6 @@ static void db_free(mw_db *db) {
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
   mw_cond_destroy(&db->turn_cv);
-  mw_cond_destroy(&db->kick_cv);
   mw_mutex_destroy(&db->mu);
   free(db->path);
   free(db);
@@ -169,7 +168,6 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   mw_mutex_init(&db->mu);
   mw_cond_init(&db->cv);
   mw_cond_init(&db->turn_cv);
-  mw_cond_init(&db->kick_cv);
   db->path = malloc(strlen(zPath) + 1);
   if (db->path == 0) {
     db_free(db);
@@ -405,7 +403,10 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
   uint64_t was = l->reg;
   l->reg = 0;
   if (was == db->oldest) recompute_oldest_locked(db);
+  int wake = 0;
+  mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);
+  if (wake) mw_compact_wake(db);
 }
 
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
@@ -430,7 +431,10 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   /* Only the turn's waits depend on a transaction's end (db->active), and there are
   ** none while no turn is held or queued. */
   if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
+  int wake = 0;
+  mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);
+  if (wake) mw_compact_wake(db);
 }
 
 /* ---------------------------------------------------------------- stashed commits */

@@ -13,6 +13,7 @@
 #define MW_ENGINE_H
 
 #include "mw_internal.h"
+#include "background.h"
 
 /* 1 once the log (log.c) is part of the build; 0 keeps commits in memory only. */
 #ifndef MW_USE_LOG
@@ -158,11 +159,11 @@ struct mw_db {
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
 
-  /* compactor */
-  mw_cond kick_cv;             /* wakes the compactor (under db->mu) */
-  mw_thread compactor;
-  int compactor_running;
-  int stop;
+  /* compactor: a job of the shared background workers (background.c) */
+  mw_bg_job compactor;
+  int compactor_running;       /* the job is added */
+  int compactor_idle;          /* its last step found nothing left: no timer runs */
+  uint64_t compact_last;       /* when the last compaction started (ns) */
   int want_compact;
   int64_t compactions;
   int64_t pinned;
@@ -210,6 +211,10 @@ void mw_compactor_stop(mw_db *db);
 /* Compacts up to min(visible, oldest snapshot). Caller must not hold db->mu. */
 int mw_compact_now(mw_db *db, int final);
 void mw_compact_kick(mw_db *db);
+/* After a commit became visible (under db->mu): sets *pWake when the compactor is
+** idle and now has work; the caller then calls mw_compact_wake without db->mu. */
+void mw_compact_dirty_locked(mw_db *db, int *pWake);
+void mw_compact_wake(mw_db *db);
 
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */

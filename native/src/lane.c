@@ -288,6 +288,8 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       out[MW_STAT_PINNED_VERSIONS] = db->pinned;
       out[MW_STAT_LOG_BYTES] = (int64_t)db->log_bytes;
       mw_mutex_unlock(&db->mu);
+      mw_bg_counts(&out[MW_STAT_BACKGROUND_THREADS], 0);
+      out[MW_STAT_COMPACTOR_RUNS] = mw_bg_job_runs(&db->compactor);
       return SQLITE_OK;
     }
     case SQLITE_FCNTL_COMMIT_PHASETWO:

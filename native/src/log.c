@@ -18,9 +18,10 @@
 ** staged records with one pwritev; whoever waits for a written record while no sync is
 ** in progress runs the data sync for everything written so far. A lone committer so
 ** writes and syncs its own record on its own thread (one write, one sync, no hand-off);
-** under load one thread syncs group n while another writes group n+1. The only thread
-** the log starts is the grower, which adds room to the file ahead of need; commits
-** never wait for it unless the room is used up.
+** under load one thread syncs group n while another writes group n+1. The only
+** background work of the log is the grower, a job of the shared background workers
+** (background.c) that adds room to the file ahead of need; commits never wait for
+** it unless the room is used up.
 **
 ** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on, then
 ** stops writes, syncs and growth (not assignment, staging or reservations that fit:
@@ -38,6 +39,7 @@
 #include "mw_internal.h"
 #include "log.h"
 #include "log_format.h"
+#include "background.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,17 +92,15 @@ struct mw_log {
   mw_log_entry *idx;     /* records in the log, in epoch order */
   size_t nidx, capidx;
   size_t nres;           /* reservations held (each becomes one idx entry) */
-  /* The grower: a thread that adds the next step of room ahead of need, so that no
-  ** commit waits for the zeros and their sync. Never on the commit path: a committer
-  ** only signals it (and grows itself only when the room is really used up). */
-  mw_cond grow_cv;
-  mw_thread grower;
-  int grower_running;
-  int grow_wanted;
-  int stopping;
+  /* The grower: a job of the shared background workers (background.c) that adds
+  ** the next step of room ahead of need, so that no commit waits for the zeros and
+  ** their sync. Never on the commit path: a committer only wakes it (and grows
+  ** itself only when the room is really used up). */
+  mw_bg_job grower;
+  int grower_running;    /* the job is added */
 };
 
-static void *grower_main(void *arg);
+static uint64_t grower_step(void *arg);
 
 /* ---- checksum ---------------------------------------------------------------- */
 
@@ -374,7 +374,6 @@ static void free_log(mw_log *log) {
   free(log->path);
   free(log->tmp_path);
   mw_cond_destroy(&log->cv);
-  mw_cond_destroy(&log->grow_cv);
   mw_mutex_destroy(&log->mu);
   mw_mutex_destroy(&log->cmp_mu);
   free(log);
@@ -397,7 +396,6 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   mw_mutex_init(&log->cmp_mu);
   mw_mutex_init(&log->mu);
   mw_cond_init(&log->cv);
-  mw_cond_init(&log->grow_cv);
   log->fd = MW_FD_INVALID;
   if (!log->path || !log->tmp_path) { free_log(log); return SQLITE_NOMEM; }
   memcpy(log->path, db_path, n);
@@ -496,7 +494,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   /* Without the grower (no thread to be had) committers grow ahead themselves. It
   ** only acts when a reservation asks: the file stays as recovery left it until the
   ** first commit (which grows the first step itself). */
-  log->grower_running = mw_thread_start(&log->grower, grower_main, log) == 0;
+  log->grower_running = mw_bg_add(&log->grower, grower_step, log, 0) == SQLITE_OK;
   *pBase = log->base;
   *pLast = log->last_epoch;
   *out = log;
@@ -546,24 +544,17 @@ static int room_is_low(const mw_log *log, uint64_t need, uint64_t div) {
   return log->alloc_end - need < log->step / div;
 }
 
-static void *grower_main(void *arg) {
+static uint64_t grower_step(void *arg) {
   mw_log *log = arg;
   mw_mutex_lock(&log->mu);
-  while (!log->stopping) {
-    if (!log->grow_wanted) {
-      mw_cond_wait(&log->grow_cv, &log->mu);
-      continue;
-    }
-    log->grow_wanted = 0;
-    /* A failure here is nobody's commit: a reserve that finds no room grows (and
-    ** reports SQLITE_FULL) itself; only a failed sync is sticky (in grow_locked). */
-    if (log->error == SQLITE_OK && !log->switching && !log->growing &&
-        room_is_low(log, log->assigned_end + log->reserved, 2)) {
-      (void)grow_locked(log, log->alloc_end + 1, 0);
-    }
+  /* A failure here is nobody's commit: a reserve that finds no room grows (and
+  ** reports SQLITE_FULL) itself; only a failed sync is sticky (in grow_locked). */
+  if (log->error == SQLITE_OK && !log->switching && !log->growing &&
+      room_is_low(log, log->assigned_end + log->reserved, 2)) {
+    (void)grow_locked(log, log->alloc_end + 1, 0);
   }
   mw_mutex_unlock(&log->mu);
-  return 0;
+  return 0; /* until the next reservation that finds the room low wakes it */
 }
 
 int mw_log_reserve(mw_log *log, uint64_t bytes) {
@@ -587,8 +578,7 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       ** this committer (the reservation is already held, so a failure here, but a
       ** sticky one, is not this commit's). */
       if (!log->growing && room_is_low(log, need, 2) && log->grower_running) {
-        log->grow_wanted = 1;
-        mw_cond_signal(&log->grow_cv);
+        mw_bg_wake(&log->grower, 0); /* background.c's lock is a leaf: safe under mu */
       } else if (!log->growing && room_is_low(log, need, 4)) {
         (void)grow_locked(log, log->alloc_end + 1, 0);
       }
@@ -893,11 +883,8 @@ uint64_t mw_log_size(mw_log *log) {
 int mw_log_close(mw_log *log, int remove) {
   if (!log) return SQLITE_OK;
   if (log->grower_running) {
-    mw_mutex_lock(&log->mu);
-    log->stopping = 1;
-    mw_cond_signal(&log->grow_cv);
-    mw_mutex_unlock(&log->mu);
-    mw_thread_join(log->grower);
+    mw_bg_remove(&log->grower); /* waits for a step in progress; none after */
+    log->grower_running = 0;
   }
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);

@@ -25,6 +25,7 @@ typedef CONDITION_VARIABLE mw_cond;
 typedef HANDLE mw_thread;
 typedef HANDLE mw_fd;
 #  define MW_MUTEX_INIT SRWLOCK_INIT
+#  define MW_COND_INIT CONDITION_VARIABLE_INIT
 #  define MW_FD_INVALID INVALID_HANDLE_VALUE
 static inline void mw_mutex_init(mw_mutex *m) { InitializeSRWLock(m); }
 static inline void mw_mutex_destroy(mw_mutex *m) { (void)m; }
@@ -44,6 +45,7 @@ typedef pthread_cond_t mw_cond;
 typedef pthread_t mw_thread;
 typedef int mw_fd;
 #  define MW_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
+#  define MW_COND_INIT PTHREAD_COND_INITIALIZER
 #  define MW_FD_INVALID (-1)
 /* pthread calls on valid, initialised objects only fail on programming errors
 ** (EINVAL, EDEADLK); the engine never relies on their return codes. */
