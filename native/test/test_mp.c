@@ -9,6 +9,8 @@
 **    submitted, written but not published, published but not synced); the survivors
 **    must go on committing within a bounded wait; after each round every acknowledged
 **    transfer is there and the sum holds;
+**  - compact_join: one process alone compacts (the log is switched to a shifted file),
+**    then two join it and all three write: every transfer there;
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
 **    open is refused with a message naming mw_mp=1, both ways;
 **  - stock: a stock connection (and Debian's sqlite3 if present) beside engine
@@ -273,6 +275,43 @@ static void kill_rounds(const char *dir) {
   CHECK_RC(sqlite3_close(s), SQLITE_OK);
 }
 
+/* One process alone compacts (its log passes mw_log_max_mb=1 and is switched to a new
+** file, whose logical offsets are shifted); two more join it then, replaying that log. */
+static void compact_join(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/compact.db", dir);
+  make_bank(path);
+  const char *params = "mw_mp=1&mw_log_max_mb=1";
+  pid_t a = spawn_writer(path, 0, 700, params, 0);
+  uint64_t t0 = now_ns();
+  while (ack_count(path, 0) < 400) {
+    CHECK(now_ns() - t0 < 60000000000ull);
+    sleep_us(5000);
+  }
+  /* 400 transfers wrote some 5 MB of log: it was compacted while the writer was alone. */
+  struct stat st;
+  char log[400];
+  snprintf(log, sizeof log, "%s-mw", path);
+  CHECK(stat(log, &st) == 0);
+  /* The log's base epoch (docs/format.md: u64 at byte 24) moved: compacted. */
+  uint64_t base = 0;
+  FILE *fp = fopen(log, "rb");
+  CHECK(fp != 0 && fseek(fp, 24, SEEK_SET) == 0 && fread(&base, 8, 1, fp) == 1);
+  fclose(fp);
+  CHECK(base > 100);
+  pid_t b = spawn_writer(path, 1, 200, params, 0), c = spawn_writer(path, 2, 200, params, 0);
+  CHECK(wait_status(a) == 0 && wait_status(b) == 0 && wait_status(c) == 0);
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, 3);
+  CHECK(acked == 1100 && tu_int(s, "SELECT count(*) FROM ack") == acked);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: compacted alone (log base epoch %llu), then 2 processes joined: %ld "
+         "transfers all there\n", prog, (unsigned long long)base, acked);
+}
+
 static int try_open(const char *path, const char *params, char *msg, size_t size) {
   char uri[600];
   snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter%s%s", path, *params ? "&" : "", params);
@@ -375,7 +414,8 @@ int main(int argc, char **argv) {
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("mp");
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
-    { "bank", bank }, { "kill", kill_rounds }, { "mismatch", mismatch }, { "stock", stock },
+    { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
+    { "mismatch", mismatch }, { "stock", stock },
   };
   const char *only = getenv("MW_MP_CASE");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
