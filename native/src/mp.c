@@ -503,6 +503,8 @@ void mw_mp_free(mw_db *db) {
   mw_mp *m = db->mp;
   if (m == 0) return;
   if (m->slot >= 0) (void)byte_lock(m->fd, LOCK_SLOT0 + m->slot, F_UNLCK, 0);
+  /* An open refused before it joined, with nobody else there: leave no file behind. */
+  if (m->slot < 0 && m->first && m->join_held) (void)unlink(m->path);
   if (m->join_held) join_release(m);
   if (m->hdr) munmap(m->hdr, SHM_SIZE);
   if (m->fd >= 0) close(m->fd);
