@@ -64,6 +64,7 @@ struct mw_mp {
   int slot;                    /* ours, -1 before joining */
   int first;                   /* no other process was alive at our open */
   int join_held;
+  int joined;                  /* between joined and leave: the compactor may try */
   mw_mutex join_mu, pub_mu, catch_mu;
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
@@ -338,6 +339,9 @@ void mw_mp_durable(mw_db *db, uint64_t end) { durable_max(db->mp, end); }
 
 int mw_mp_compact_begin(mw_db *db) {
   mw_mp *m = db->mp;
+  /* Not before the open has joined: the opener holds join_mu, and a failed open stops
+  ** the compactor while holding it. */
+  if (!__atomic_load_n(&m->joined, __ATOMIC_ACQUIRE)) return SQLITE_BUSY;
   mw_mutex_lock(&m->join_mu);
   int rc = join_take(m, 0);
   if (rc == SQLITE_OK && others_alive(m)) rc = SQLITE_BUSY;
@@ -467,6 +471,7 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
   }
   if (rc == SQLITE_OK) {
     m->hdr->pid[m->slot] = (uint64_t)getpid();
+    __atomic_store_n(&m->joined, 1, __ATOMIC_RELEASE);
     join_release(m);
   } else if (pzErr && *pzErr == 0) {
     *pzErr = sqlite3_mprintf("multiwriter: cannot join the processes of %s (%d)", db->path, rc);
@@ -476,6 +481,7 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
 
 int mw_mp_leave(mw_db *db, int *pAlone) {
   mw_mp *m = db->mp;
+  __atomic_store_n(&m->joined, 0, __ATOMIC_RELEASE);
   mw_mutex_lock(&m->join_mu);
   int rc = join_take(m, 1);
   if (rc != SQLITE_OK) {
