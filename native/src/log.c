@@ -980,6 +980,31 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx)
   return rc;
 }
 
+int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  uint64_t end = log->assigned_end, have = *pAllocEnd;
+  if (have < end) have = end;
+  if (rc != SQLITE_OK || log->sync_mode == 0 || log->switching || log->growing ||
+      have - end >= log->step / 2) {
+    mw_mutex_unlock(&log->mu);
+    return rc;
+  }
+  uint64_t shift = log->shift;
+  uint64_t target = round_up(end - shift + log->step, log->step);
+  mw_fd fd = log->fd;
+  log->growing = 1; /* a compaction's switch waits for it */
+  mw_mutex_unlock(&log->mu);
+  rc = grow_file(log, fd, have - shift, target);
+  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->growing = 0;
+  mw_cond_broadcast(&log->cv);
+  mw_mutex_unlock(&log->mu);
+  if (rc == SQLITE_OK) *pAllocEnd = target + shift;
+  return rc;
+}
+
 uint64_t mw_log_end(mw_log *log) {
   mw_mutex_lock(&log->mu);
   uint64_t e = log->assigned_end;

@@ -137,6 +137,13 @@ int mw_log_compacted(mw_log *log, uint64_t base);
 ** (complete records, published by their writers). Caller serialises it with its own
 ** assignments (mp.c). SQLITE_CORRUPT when the records do not end exactly at `end`. */
 int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx);
+/* Multi-process mode, for the holder of the publication lock only (nobody writes past
+** the assigned end meanwhile): when less than half a step of zeroed room is left past
+** the assigned end, adds a step (zeros, synced, as a single-process log grows) so that
+** syncs of records do not also write the file's size. *pAllocEnd: the logical end of
+** the room (shared by the processes), raised on success. Not sticky: without room,
+** records extend the file. */
+int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd);
 /* Logical end of the assigned records, and logical - physical offset of the file. */
 uint64_t mw_log_end(mw_log *log);
 uint64_t mw_log_shift(mw_log *log);

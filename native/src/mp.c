@@ -54,6 +54,7 @@ typedef struct shm_hdr {
   uint64_t shift;              /* logical - physical offset of the log file */
   uint32_t nslots;             /* MW_MP_SLOTS */
   uint32_t zero;
+  uint64_t alloc_end;          /* logical end of the zeroed room of the log file */
   uint64_t pid[MW_MP_SLOTS];   /* of each slot's last owner (for the eye) */
 } shm_hdr;
 
@@ -313,6 +314,11 @@ int mw_mp_commit_begin(mw_db *db) {
   mw_mutex_lock(&db->mu);
   if (db->visible < db->assigned) mw_mp_mark_locked(db, 0);
   mw_mutex_unlock(&db->mu);
+  /* Room ahead, zeroed, by the holder of the lock only: nobody writes past the
+  ** committed end meanwhile. A failure only leaves records extending the file. */
+  uint64_t alloc = __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_RELAXED);
+  if (mw_log_room_shared(db->log, &alloc) == SQLITE_OK)
+    __atomic_store_n(&m->hdr->alloc_end, alloc, __ATOMIC_RELAXED);
   return SQLITE_OK;
 }
 
@@ -355,8 +361,10 @@ int mw_mp_compact_begin(mw_db *db) {
 
 void mw_mp_compact_end(mw_db *db) {
   mw_mp *m = db->mp;
-  /* A compaction switches the log to a new file with another shift. */
+  /* A compaction switches the log to a new file with another shift (its zeroed room
+  ** is not known here: the next commit adds room from the end). */
   __atomic_store_n(&m->hdr->shift, mw_log_shift(db->log), __ATOMIC_RELEASE);
+  __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);
   join_release(m);
 }
 
@@ -452,6 +460,7 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     h->committed_end = h->durable_end = end; /* recovery synced the log */
     h->committed_epoch = db->visible;
     h->shift = mw_log_shift(db->log);
+    h->alloc_end = end; /* recovery cut the file at its last record */
     h->nslots = MW_MP_SLOTS;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(h->magic, SHM_MAGIC, 8);
