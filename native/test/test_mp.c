@@ -13,6 +13,7 @@
 **    then two join it and all three write: every transfer there;
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
 **    open is refused with a message naming mw_mp=1, both ways;
+**  - shells: Debian's sqlite3 with .load of the extension and mw_mp=1, two at once;
 **  - stock: a stock connection (and Debian's sqlite3 if present) beside engine
 **    processes is refused, reading and writing, and nothing it did is in the file.
 ** MW_MP_CASE=<name> runs one case. */
@@ -42,6 +43,7 @@ static double scale(void) {
   return v > 0 ? v : 1.0;
 }
 static const char *self_exe;
+static char extension[1024];   /* the loadable extension, "" when the shells are skipped */
 
 #define ACCTS 20
 #define START 1000
@@ -173,6 +175,17 @@ static long check_acks(sqlite3 *db, const char *path, int nids) {
   }
   sqlite3_finalize(st);
   return total;
+}
+
+/* Runs a shell command, its stdout and stderr into out; fails unless it exits 0. */
+static void run_capture_ok(const char *cmd, char *out, size_t size) {
+  char full[2000];
+  snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  CHECK(p != 0);
+  size_t n = fread(out, 1, size - 1, p);
+  out[n] = 0;
+  CHECK(pclose(p) == 0);
 }
 
 static int exists(const char *path, const char *suffix) {
@@ -401,6 +414,51 @@ static void stock(const char *dir) {
          shell < 0 ? "absent" : "failed", acked);
 }
 
+/* Debian's sqlite3 shell with .load of the extension, in two processes at once, each
+** inserting into its own table; then a third process of it compacting nothing new. */
+static void shells(const char *dir) {
+  if (!extension[0]) {
+    printf("%s: shells skipped (no /usr/bin/sqlite3, no extension, or another target)\n", prog);
+    return;
+  }
+  char path[300], cmd[1400], out[4096];
+  snprintf(path, sizeof path, "%s/shells.db", dir);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE t1(id INTEGER PRIMARY KEY, v TEXT); "
+              "CREATE TABLE t2(id INTEGER PRIMARY KEY, v TEXT)");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  FILE *sh[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/shell%d.out' 2>&1", dir, k);
+    sh[k] = popen(cmd, "w");
+    CHECK(sh[k] != 0);
+    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1\n", extension, path);
+  }
+  for (int i = 0; i < 300; i++)
+    for (int k = 0; k < 2; k++)
+      fprintf(sh[k], "INSERT INTO t%d(v) VALUES ('shell %d row %d');\n", k + 1, k, i);
+  for (int k = 0; k < 2; k++) {
+    fprintf(sh[k], ".quit\n");
+    CHECK(pclose(sh[k]) == 0);
+    snprintf(cmd, sizeof cmd, "cat '%s/shell%d.out'", dir, k);
+    run_capture_ok(cmd, out, sizeof out);
+    if (out[0]) {
+      fprintf(stderr, "%s: shell %d said: %s\n", prog, k, out);
+      CHECK(0);
+    }
+  }
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; "
+                            "SELECT count(*) FROM t1; SELECT count(*) FROM t2;'", path);
+  run_capture_ok(cmd, out, sizeof out);
+  if (strcmp(out, "ok\n300\n300\n") != 0) {
+    fprintf(stderr, "%s: stock sqlite3 after the shells: %s\n", prog, out);
+    CHECK(0);
+  }
+  printf("%s: two sqlite3 shells with .load and mw_mp=1 at once: 300 + 300 rows, integrity ok\n",
+         prog);
+}
+
 int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
@@ -413,9 +471,19 @@ int main(int argc, char **argv) {
   }
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("mp");
+  /* argv[1]: the loadable extension (as for test_processes); else zig-out/lib's. */
+  const char *emu = getenv("MW_TEST_EMULATOR"), *foreign = getenv("MW_TEST_FOREIGN");
+  if (access("/usr/bin/sqlite3", X_OK) == 0 && !(emu && *emu) && !(foreign && *foreign)) {
+    const char *ext = argc > 1 ? argv[1] : "zig-out/lib/libmultiwriter.so";
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != 0);
+    if (ext[0] == '/') snprintf(extension, sizeof extension, "%s", ext);
+    else snprintf(extension, sizeof extension, "%s/%s", cwd, ext);
+    if (access(extension, R_OK) != 0) extension[0] = 0;
+  }
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
     { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
-    { "mismatch", mismatch }, { "stock", stock },
+    { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
