@@ -11,6 +11,8 @@
 **    transfer is there and the sum holds;
 **  - compact_join: one process alone compacts (the log is switched to a shifted file),
 **    then two join it and all three write: every transfer there;
+**  - compact_crash: that process dies in the middle of a compaction, or before the log's
+**    switch; two more start, recover, write: every acknowledged transfer there;
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
 **    open is refused with a message naming mw_mp=1, both ways;
 **  - shells: Debian's sqlite3 with .load of the extension and mw_mp=1, two at once;
@@ -325,6 +327,33 @@ static void compact_join(const char *dir) {
          "transfers all there\n", prog, (unsigned long long)base, acked);
 }
 
+/* One process alone dies in the middle of a compaction (holding the join lock, the file
+** half written) or after it, before the log's switch; two more start: the first of them
+** recovers the log, and every acknowledged transfer is there. */
+static void compact_crash(const char *dir) {
+  static const char *points[] = { "compact_mid:2", "compact_before_log:2" };
+  for (int p = 0; p < 2; p++) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/ccrash%d.db", dir, p);
+    make_bank(path);
+    const char *params = "mw_mp=1&mw_log_max_mb=1";
+    pid_t a = spawn_writer(path, 0, 0, params, points[p]);
+    CHECK(wait_status(a) == 128 + SIGABRT);
+    long before = ack_count(path, 0);
+    pid_t b = spawn_writer(path, 1, 150, params, 0), c = spawn_writer(path, 2, 150, params, 0);
+    CHECK(wait_status(b) == 0 && wait_status(c) == 0);
+    CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+    sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+    CHECK(tu_integrity_ok(s));
+    CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+    long acked = check_acks(s, path, 3);
+    CHECK(acked == before + 300);
+    CHECK_RC(sqlite3_close(s), SQLITE_OK);
+    printf("%s: died at %s after %ld transfers; two more processes recovered and wrote: "
+           "%ld transfers all there\n", prog, points[p], before, acked);
+  }
+}
+
 static int try_open(const char *path, const char *params, char *msg, size_t size) {
   char uri[600];
   snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter%s%s", path, *params ? "&" : "", params);
@@ -483,6 +512,7 @@ int main(int argc, char **argv) {
   }
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
     { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
+    { "compact_crash", compact_crash },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");
