@@ -181,8 +181,8 @@ pub fn build(b: *std.Build) void {
         const run = b.addRunArtifact(exe);
         run.setCwd(b.path("."));
         run.has_side_effects = true;
-        // The process test loads the extension into Debian's sqlite3 shell.
-        if (std.mem.eql(u8, name, "test_processes")) run.addArtifactArg(host.extension);
+        // The process tests load the extension into Debian's sqlite3 shell.
+        if (std.mem.eql(u8, name, "test_processes") or std.mem.eql(u8, name, "test_mp")) run.addArtifactArg(host.extension);
         // A build for another target (another libc, or emulated): its extension does
         // not load into the host's sqlite3 shell.
         if (!target.query.isNative()) run.setEnvironmentVariable("MW_TEST_FOREIGN", "1");

@@ -216,6 +216,7 @@ typedef struct commit {
   uint32_t grown;              /* size after a relocated commit */
   uint64_t mask;               /* stripes to hold */
   int locked, installed;
+  int mp_locked;               /* holds the publication lock of mw_mp=1 (mp.c) */
   uint32_t view_cookie;
   int conflict;                /* MW_STAT_CONFLICT_* when refused */
   uint64_t epoch;
@@ -482,6 +483,8 @@ static int refuse(commit *c, int rc) {
   mw_lane *l = c->l;
   if (c->locked) unlock_stripes(&l->db->store, c->mask);
   c->locked = 0;
+  if (c->mp_locked) mw_mp_commit_end(l->db, SQLITE_ABORT, 0, 0);
+  c->mp_locked = 0;
   unreserve(c);
   if (c->conflict) {
     l->stats[c->conflict]++;
@@ -504,6 +507,7 @@ static void assign(commit *c) {
   c->pe->size = c->db_pages;
   c->pe->ready = 0;
   c->pe->end = 0;
+  c->pe->foreign = 0;
 #if MW_USE_LOG
   c->offset = mw_log_assign(db->log, c->epoch, c->rec_bytes);
   c->pe->end = c->offset + c->rec_bytes;
@@ -535,17 +539,27 @@ static int install(commit *c) {
 static int make_durable(commit *c, int rc) {
 #if MW_USE_LOG
   mw_db *db = c->l->db;
+  uint64_t end = c->offset + c->rec_bytes;
   if (rc != SQLITE_OK) {
     /* Assigned but not submittable: poison the log, or the commits behind this
     ** offset would wait forever. */
     mw_log_fail(db->log, rc);
+    if (c->mp_locked) mw_mp_commit_end(db, rc, 0, 0);
+    c->mp_locked = 0;
     return rc;
   }
   rc = mw_log_submit(db->log, c->offset, c->epoch, c->db_pages, c->nw, c->wp,
                      (const unsigned char *const *)c->img);
   mw_crash_point("commit_after_submit");
-  if (rc == SQLITE_OK) {
-    uint64_t end = c->offset + c->rec_bytes;
+  if (c->mp_locked) {
+    /* mw_mp=1: the record is written whole before the others may write after it;
+    ** every commit is synced (the others make a record visible once durable). */
+    if (rc == SQLITE_OK) rc = mw_log_wait_written(db->log, end);
+    mw_mp_commit_end(db, rc, c->epoch, end);
+    c->mp_locked = 0;
+    if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, end);
+    if (rc == SQLITE_OK) mw_mp_durable(db, end);
+  } else if (rc == SQLITE_OK) {
     rc = c->l->sync_level >= 2 ? mw_log_wait_durable(db->log, end)
                                : mw_log_wait_written(db->log, end);
   }
@@ -567,6 +581,8 @@ static int make_visible(commit *c, int rc) {
     return rc;
   }
   c->pe->ready = 1;
+  /* mw_mp=1: this sync covered the others' records before this one. */
+  if (db->mp) mw_mp_mark_locked(db, c->epoch);
   uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
@@ -629,6 +645,11 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   int rc = collect(&c, l, from, to, db_pages);
   if (rc == SQLITE_OK) rc = precheck(&c);
   if (rc == SQLITE_OK && !c.conflict) rc = reserve(&c);
+  if (rc == SQLITE_OK && !c.conflict && l->db->mp) {
+    /* mw_mp=1: one commit at a time across processes, after the others' records. */
+    rc = mw_mp_commit_begin(l->db);
+    c.mp_locked = rc == SQLITE_OK;
+  }
   if (rc == SQLITE_OK && !c.conflict) {
     c.mask = stripe_mask(&c);
     lock_stripes(&l->db->store, c.mask);
@@ -678,6 +699,13 @@ int mw_commit_group(mw_lane **lanes, int n) {
   int *irc = calloc((size_t)n, sizeof(int)); /* results of install, made before any epoch */
   int rc = cs && order && irc ? SQLITE_OK : SQLITE_NOMEM;
   int conflict = 0, same_pages = 0;
+  for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+    if (!lanes[i]->db->mp) continue;
+    /* Not built: the publication locks of several databases in one order. */
+    sqlite3_log(SQLITE_ERROR, "multiwriter: a transaction that writes several databases "
+                              "is refused when one of them is open with mw_mp=1");
+    rc = SQLITE_ERROR;
+  }
   for (int i = 0; rc == SQLITE_OK && i < n; i++) {
     mw_lane *l = lanes[i];
     rc = collect(&cs[i], l, l->stash_from, l->stash_to, l->stash_pages);

@@ -58,7 +58,24 @@ static void gc(mw_db *db) {
 
 static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end);
 
+static int compact_now(mw_db *db, int final);
+
 int mw_compact_now(mw_db *db, int final) {
+  if (!db->mp || final) return compact_now(db, final);
+  /* mw_mp=1: only while no other process has the database open (their stores read
+  ** the file as it was at their open); the last close is settled by db.c. */
+  int rc = mw_mp_compact_begin(db);
+  if (rc == SQLITE_BUSY) {
+    gc(db);
+    return SQLITE_OK;
+  }
+  if (rc != SQLITE_OK) return rc;
+  rc = compact_now(db, 0);
+  mw_mp_compact_end(db);
+  return rc;
+}
+
+static int compact_now(mw_db *db, int final) {
   mw_mutex_lock(&db->mu);
   uint64_t m = db->visible;
   if (!final)

@@ -117,6 +117,7 @@ static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
 #endif
 
 static void db_free(mw_db *db) {
+  mw_mp_free(db); /* leaves the process table, drops the join lock */
   mw_guard_free(db->data); /* drops the lock */
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
@@ -127,20 +128,26 @@ static void db_free(mw_db *db) {
 }
 
 /* The message of an open refused because the file is in use elsewhere. */
-static void refuse_in_use(const char *zPath, char **pzErr) {
+static void refuse_in_use(const char *zPath, int mp, char **pzErr) {
   if (pzErr == 0) return;
   sqlite3_free(*pzErr);
-  *pzErr = sqlite3_mprintf(
-      "multiwriter: %s is open in another process (through the engine or stock SQLite) or "
-      "by a stock connection of this process, and the engine needs it alone: one process "
-      "at a time (mw_mp=1, many processes on one database, is not built yet)", zPath);
+  if (mp)
+    *pzErr = sqlite3_mprintf(
+        "multiwriter: %s is open in another process without mw_mp=1 (through the engine or "
+        "stock SQLite) or by a stock connection of this process: with mw_mp=1 every process "
+        "must open it with mw_mp=1", zPath);
+  else
+    *pzErr = sqlite3_mprintf(
+        "multiwriter: %s is open in another process (through the engine or stock SQLite) or "
+        "by a stock connection of this process, and the engine needs it alone: to share it "
+        "between processes, open it with mw_mp=1 in every process", zPath);
 }
 
 /* Takes the engine's lock on the file (guard.c), with the message when refused. */
 static int lock_file(mw_db *db, char **pzErr) {
   int rc = mw_guard_lock(db->data);
   if (rc == SQLITE_BUSY) {
-    refuse_in_use(db->path, pzErr);
+    refuse_in_use(db->path, db->opts.mp, pzErr);
   } else if (rc != SQLITE_OK && pzErr && *pzErr == 0) {
     *pzErr = sqlite3_mprintf("multiwriter: cannot lock %s (%s): the engine needs the file's "
                              "locks to keep other processes out", db->path, sqlite3_errstr(rc));
@@ -178,10 +185,27 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   db->root = root;
   db->opts = *o;
   int rc = mw_guard_open(root, zPath, &db->data);
+  /* mw_mp=1 (mp.c): the join lock is held from here until the process has its slot;
+  ** a process that joins others shares the file's lock with them (guard.c). */
+  int joiner = 0;
+  if (rc == SQLITE_OK && o->mp && mw_guard_readonly(db->data)) {
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: mw_mp=1 needs %s writable", zPath);
+    rc = SQLITE_READONLY;
+  }
+  if (rc == SQLITE_OK && o->mp) {
+    rc = mw_mp_attach(db, pzErr);
+    joiner = rc == SQLITE_OK && !mw_mp_is_first(db);
+  }
   /* Nobody else may look at the file from here on: not another process (its engine
   ** is refused, its stock connections get SQLITE_BUSY), not a stock connection of
   ** this process. */
-  if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
+  if (rc == SQLITE_OK && joiner) {
+    rc = mw_guard_share(db->data);
+    if (rc == SQLITE_BUSY) refuse_in_use(zPath, 1, pzErr);
+  } else if (rc == SQLITE_OK) {
+    rc = lock_file(db, pzErr);
+  }
   if (rc != SQLITE_OK) {
     db_free(db);
     return rc;
@@ -207,12 +231,12 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
           "open it once by the name it had then, so that the log is replayed", zPath, zPath);
     rc = SQLITE_CANTOPEN;
   }
-  if (rc == SQLITE_OK && !have_log && needs_conversion(db)) {
+  if (rc == SQLITE_OK && !joiner && !have_log && needs_conversion(db)) {
     /* The private stock connection needs the file's locks: let go meanwhile. Another
     ** process may take the file then; the lock below refuses this open if so. */
     rc = mw_guard_unlock(db->data);
     if (rc == SQLITE_OK) rc = convert_to_wal(root, zPath, pzErr);
-    if (rc == SQLITE_BUSY) refuse_in_use(zPath, pzErr);
+    if (rc == SQLITE_BUSY) refuse_in_use(zPath, o->mp, pzErr);
     if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
   }
   if (rc != SQLITE_OK) {
@@ -254,6 +278,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     lo.sync_mode = 1;
     lo.full_fsync = o->fullfsync;
     lo.prealloc_step = o->small ? ((uint64_t)1 << 20) : 0;
+    if (db->mp) mw_mp_log_options(db, &lo);
     uint64_t base = 0, last = 0;
     char *lerr = 0;
     rc = mw_log_open(zPath, &lo, replay_record, db, &db->log, &base, &last, &lerr);
@@ -291,6 +316,19 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     db_free(db);
     return rc;
   }
+  if (db->mp) {
+    /* The first process lets the others share the file's lock before they may join. */
+    rc = mw_mp_is_first(db) ? mw_guard_share(db->data) : SQLITE_OK;
+    if (rc == SQLITE_OK) rc = mw_mp_joined(db, pzErr);
+    if (rc != SQLITE_OK) {
+      mw_compactor_stop(db);
+#if MW_USE_LOG
+      mw_log_close(db->log, 0);
+#endif
+      db_free(db);
+      return rc;
+    }
+  }
   *out = db;
   return SQLITE_OK;
 }
@@ -316,6 +354,14 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
                                "open): close the old one's connections first", zPath);
     rc = SQLITE_CANTOPEN;
   }
+  if (db && !db->opts.mp != !o->mp) {
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: %s is open in this process %s mw_mp=1: every "
+                               "connection must open it the same way", zPath,
+                               db->opts.mp ? "with" : "without");
+    db = 0;
+    rc = SQLITE_CANTOPEN;
+  }
   if (db == 0 && rc == SQLITE_OK) {
     rc = db_open(root, zPath, &id, o, &db, pzErr);
     if (rc == SQLITE_OK) {
@@ -339,11 +385,15 @@ int mw_db_release(mw_db *db) {
   for (mw_db **pp = &registry; *pp; pp = &(*pp)->next)
     if (*pp == db) { *pp = db->next; break; }
   mw_compactor_stop(db);
+  /* mw_mp=1: only the last process of the database does what follows; the others
+  ** leave the log to it. */
+  int alone = 1;
+  if (db->mp) rc = mw_mp_leave(db, &alone);
   /* Last close: everything into the file, then the mark goes (the file alone is
   ** the database again), then the log. A crash between the two leaves a log whose
   ** base is its last epoch: its replay changes nothing. */
-  rc = db->broken ? db->broken : mw_compact_now(db, 1);
-  int clean = rc == SQLITE_OK && db->compacted == db->visible;
+  if (rc == SQLITE_OK && alone) rc = db->broken ? db->broken : mw_compact_now(db, 1);
+  int clean = alone && rc == SQLITE_OK && db->compacted == db->visible;
   if (clean && !mw_guard_readonly(db->data)) {
     rc = mw_guard_set_mark(db->data, 0);
     clean = rc == SQLITE_OK;
@@ -353,6 +403,7 @@ int mw_db_release(mw_db *db) {
   int rc2 = mw_log_close(db->log, clean);
   if (rc == SQLITE_OK) rc = rc2;
 #endif
+  if (db->mp) mw_mp_left(db, alone);
   db_free(db);
   mw_mutex_unlock(&registry_mu);
   return rc;
@@ -393,6 +444,7 @@ static void snapshot_register_locked(mw_db *db, mw_lane *l, uint64_t *pSnap, uin
 }
 
 void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
+  if (db->mp) mw_mp_refresh(db); /* the other processes' commits first */
   mw_mutex_lock(&db->mu);
   snapshot_register_locked(db, l, pSnap, pSize);
   mw_mutex_unlock(&db->mu);
@@ -410,6 +462,7 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
 }
 
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
+  if (db->mp) mw_mp_refresh(db); /* the other processes' commits first */
   mw_mutex_lock(&db->mu);
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;

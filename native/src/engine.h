@@ -36,6 +36,7 @@ typedef struct mw_opts {
   int fullfsync;               /* mw_fullfsync */
   int small;                   /* mw_profile=small */
   uint64_t log_max_bytes;      /* mw_log_max_mb */
+  int mp;                      /* mw_mp: many processes on one database (mp.c) */
 } mw_opts;
 
 /* Parses the mw* URI parameters of a main-database name. Returns SQLITE_OK, or an
@@ -118,12 +119,14 @@ void mw_pageset_free(mw_pageset *s);
 /* ---------------------------------------------------------------- database */
 typedef struct mw_lane mw_lane;
 typedef struct mw_db mw_db;
+typedef struct mw_mp mw_mp;
 
 typedef struct mw_pending {
   uint64_t epoch;
   uint32_t size;               /* database size in pages after this epoch */
   int ready;                   /* installed, and durable (or written, see commit.c) */
   uint64_t end;                /* end offset of its log record */
+  int foreign;                 /* applied from another process's record (mp.c) */
 } mw_pending;
 
 struct mw_db {
@@ -175,6 +178,7 @@ struct mw_db {
   mw_log *log;
 #endif
   uint64_t log_bytes;          /* last known log size */
+  mw_mp *mp;                   /* multi-process mode (mw_mp=1), else NULL (mp.c) */
 };
 
 /* Finds or opens the shared state of the database at zPath (a full path). The
@@ -216,6 +220,36 @@ void mw_compact_kick(mw_db *db);
 void mw_compact_dirty_locked(mw_db *db, int *pWake);
 void mw_compact_wake(mw_db *db);
 
+/* mp.c: multi-process mode (mw_mp=1). Called only when db->mp is set.
+**   open (db.c, under the registry lock): attach (the join lock is held from here),
+**   log options, joined (slot taken, join lock released); free in db_free;
+**   last close: leave (join lock; *pAlone: no other process alive, everything applied
+**   then), left (alone: the shared file removed, the database file unlocked);
+**   commit (commit.c): commit_begin before validation (publication lock, others'
+**   records applied), commit_end once the record is written (published when rc is
+**   SQLITE_OK; the lock released), durable after this process synced it;
+**   make_visible calls mark_locked (under db->mu) with its epoch;
+**   snapshots (db.c): refresh before one is taken;
+**   compaction (compact.c): compact_begin (SQLITE_OK: alone, join lock held, every
+**   record applied) and compact_end. */
+#define MW_MP_SLOTS 256        /* processes at most on one database */
+int mw_mp_attach(mw_db *db, char **pzErr);
+int mw_mp_is_first(mw_db *db);
+#if MW_USE_LOG
+void mw_mp_log_options(mw_db *db, mw_log_options *lo);
+#endif
+int mw_mp_joined(mw_db *db, char **pzErr);
+void mw_mp_free(mw_db *db);
+int mw_mp_leave(mw_db *db, int *pAlone);
+void mw_mp_left(mw_db *db, int alone);
+int mw_mp_commit_begin(mw_db *db);
+void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);
+void mw_mp_durable(mw_db *db, uint64_t end);
+void mw_mp_mark_locked(mw_db *db, uint64_t before);
+void mw_mp_refresh(mw_db *db);
+int mw_mp_compact_begin(mw_db *db);
+void mw_mp_compact_end(mw_db *db);
+
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */
 void mw_crash_point(const char *name);
@@ -232,6 +266,9 @@ int mw_guard_readonly(sqlite3_file *f);
 /* Takes EXCLUSIVE (SHARED when read-only) at once; SQLITE_BUSY when held elsewhere. */
 int mw_guard_lock(sqlite3_file *f);
 int mw_guard_unlock(sqlite3_file *f);
+/* Multi-process mode: holds SHARED (from EXCLUSIVE, or from nothing): engine processes
+** share the file; stock SQLite is kept out by the mark (docs/design.md, "Processes"). */
+int mw_guard_share(sqlite3_file *f);
 /* *pMarked: the file's header carries the mark. */
 int mw_guard_marked(sqlite3_file *f, int *pMarked);
 /* Sets (on) or clears the mark, durably. */

@@ -166,6 +166,15 @@ int mw_guard_unlock(sqlite3_file *f) {
   return g->inner->pMethods->xUnlock(g->inner, SQLITE_LOCK_NONE);
 }
 
+int mw_guard_share(sqlite3_file *f) {
+  guard_file *g = (guard_file *)f;
+  sqlite3_file *in = g->inner;
+  int rc = g->locked ? in->pMethods->xUnlock(in, SQLITE_LOCK_SHARED)
+                     : in->pMethods->xLock(in, SQLITE_LOCK_SHARED);
+  if (rc == SQLITE_OK) g->locked = 1;
+  return rc;
+}
+
 int mw_guard_marked(sqlite3_file *f, int *pMarked) {
   guard_file *g = (guard_file *)f;
   unsigned char v[2];

@@ -68,6 +68,7 @@ struct mw_log {
   int page_size;
   int sync_mode;
   int full_fsync;
+  int shared;     /* multi-process mode: no grower, no preallocation (log.h) */
   uint64_t step;
   uint64_t salt;
 
@@ -406,8 +407,17 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   log->sync_mode = opts->sync_mode;
   log->full_fsync = opts->full_fsync;
   log->step = opts->prealloc_step ? opts->prealloc_step : MW_LOG_DEFAULT_STEP;
+  log->shared = opts->shared;
+  const int follow = opts->shared && opts->follow_end != 0;
+  if (follow) log->shift = opts->shift;
 
   int existed = mw_file_exists(log->path);
+  if (follow && !existed) {
+    set_msg(pzErr, "multiwriter log: %s is missing while other processes have the database "
+                   "open (%d)", log->path, SQLITE_CORRUPT);
+    free_log(log);
+    return SQLITE_CORRUPT;
+  }
   int rc = mw_file_open(log->path, 1, &log->fd, 0);
   if (rc != SQLITE_OK) {
     set_msg(pzErr, "multiwriter log: cannot open %s (%d)", log->path, rc);
@@ -443,7 +453,12 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
       free_log(log);
       return SQLITE_CANTOPEN;
     }
-    if (!sound || get32(h + MW_LOG_HDR_PAGE_SIZE) != (uint32_t)ps) {
+    if (follow && (!sound || get32(h + MW_LOG_HDR_PAGE_SIZE) != (uint32_t)ps)) {
+      /* Other processes write it: nothing here may be rewritten. */
+      rc = SQLITE_CORRUPT;
+      set_msg(pzErr, "multiwriter log: %s has no usable header while other processes have "
+                     "the database open (%d)", log->path, rc);
+    } else if (!sound || get32(h + MW_LOG_HDR_PAGE_SIZE) != (uint32_t)ps) {
       /* No usable header: acceptable only with nothing behind it (a crash while the
       ** log was being created, or a preallocated zero tail). */
       int nonzero = 0;
@@ -461,9 +476,19 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
       log->salt = get64(h + MW_LOG_HDR_SALT);
     }
   }
-  if (rc == SQLITE_OK) rc = mw_file_delete(log->tmp_path, 0); /* a compaction's leftover */
+  if (rc == SQLITE_OK && !follow) rc = mw_file_delete(log->tmp_path, 0); /* a compaction's leftover */
   uint64_t end = MW_LOG_HDR_SIZE;
-  if (rc == SQLITE_OK && fresh) {
+  if (rc == SQLITE_OK && follow) {
+    /* Exactly the records other processes published, up to follow_end; the bytes after
+    ** it may be a record being written right now: never cut, never read. */
+    log->last_epoch = log->base;
+    uint64_t limit = opts->follow_end - log->shift;
+    if (opts->follow_end < log->shift || limit > size || limit < MW_LOG_HDR_SIZE)
+      rc = SQLITE_CORRUPT;
+    if (rc == SQLITE_OK) rc = scan_records(log, limit, replay, ctx, &end);
+    if (rc == SQLITE_OK && end != limit) rc = SQLITE_CORRUPT;
+    for (size_t i = 0; i < log->nidx; i++) log->idx[i].off += log->shift;
+  } else if (rc == SQLITE_OK && fresh) {
     log->base = 1;
     log->salt = new_salt(log);
     rc = write_fresh(log);
@@ -490,7 +515,16 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
     return rc;
   }
   if (fresh) log->last_epoch = log->base;
+  end += log->shift;
   log->assigned_end = log->written_end = log->synced_end = log->alloc_end = end;
+  if (log->shared) {
+    /* Records extend the file: the room is never zeroed ahead (log.h). */
+    log->alloc_end = UINT64_MAX / 4;
+    *pBase = log->base;
+    *pLast = log->last_epoch;
+    *out = log;
+    return SQLITE_OK;
+  }
   /* Without the grower (no thread to be had) committers grow ahead themselves. It
   ** only acts when a reservation asks: the file stays as recovery left it until the
   ** first commit (which grows the first step itself). */
@@ -841,7 +875,7 @@ static int switch_log(mw_log *log, uint64_t base) {
     log->fd = tfd;
     log->shift = new_shift;
     log->base = base;
-    log->alloc_end = alloc_phys + new_shift;
+    log->alloc_end = log->shared ? UINT64_MAX / 4 : alloc_phys + new_shift;
     if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
     memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
     log->nidx -= keep;
@@ -865,6 +899,114 @@ int mw_log_compacted(mw_log *log, uint64_t base) {
   mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
+}
+
+int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  uint64_t off = log->assigned_end, shift = log->shift, expect = log->last_epoch + 1;
+  mw_fd fd = log->fd;
+  mw_mutex_unlock(&log->mu);
+  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  unsigned char *body = 0, *images = 0;
+  uint32_t *pgnos = 0;
+  uint64_t cap = 0;
+  while (rc == SQLITE_OK && off < end) {
+    unsigned char h[MW_REC_HDR_SIZE];
+    if (end - off < MW_REC_HDR_SIZE) { rc = SQLITE_CORRUPT; break; }
+    rc = mw_file_pread(fd, h, sizeof(h), off - shift, 0);
+    if (rc != SQLITE_OK) break;
+    uint32_t npages = get32(h + MW_REC_NPAGES);
+    if (get32(h + MW_REC_OFF_MAGIC) != MW_REC_MAGIC || get64(h + MW_REC_EPOCH) != expect ||
+        get32(h + MW_REC_ZERO) != 0 || npages > (end - off - MW_REC_HDR_SIZE) / per_page) {
+      rc = SQLITE_CORRUPT;
+      break;
+    }
+    uint64_t blen = (uint64_t)npages * per_page;
+    if (npages > cap) {
+      uint64_t ncap = npages < 16 ? 16 : npages;
+      unsigned char *nb = realloc(body, (size_t)(ncap * per_page));
+      if (nb) body = nb;
+      unsigned char *ni = realloc(images, (size_t)(ncap * (uint64_t)log->page_size));
+      if (ni) images = ni;
+      uint32_t *np = realloc(pgnos, (size_t)ncap * sizeof(uint32_t));
+      if (np) pgnos = np;
+      if (!nb || !ni || !np) { rc = SQLITE_NOMEM; break; }
+      cap = ncap;
+    }
+    if (blen) rc = mw_file_pread(fd, body, (size_t)blen, off - shift + MW_REC_HDR_SIZE, 0);
+    if (rc != SQLITE_OK) break;
+    uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), body, (size_t)blen);
+    if (ck != get64(h + MW_REC_CKSUM)) { rc = SQLITE_CORRUPT; break; }
+    for (uint32_t i = 0; i < npages; i++) {
+      const unsigned char *p = body + (uint64_t)i * per_page;
+      pgnos[i] = get32(p);
+      memcpy(images + (uint64_t)i * (uint64_t)log->page_size, p + 4, (size_t)log->page_size);
+    }
+    rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, pgnos, images);
+    if (rc != SQLITE_OK) break;
+    uint64_t len = MW_REC_HDR_SIZE + blen;
+    mw_mutex_lock(&log->mu);
+    rc = ensure_idx(log, 1);
+    if (rc == SQLITE_OK) {
+      log->idx[log->nidx].epoch = expect;
+      log->idx[log->nidx].off = off;
+      log->nidx++;
+      log->last_epoch = expect;
+      log->assigned_end = off + len;
+      if (log->written_end < log->assigned_end) log->written_end = log->assigned_end;
+    } else {
+      /* The record was replayed: without its entry the log no longer matches. */
+      set_error(log, rc);
+    }
+    mw_mutex_unlock(&log->mu);
+    off += len;
+    expect++;
+  }
+  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+  free(body);
+  free(images);
+  free(pgnos);
+  return rc;
+}
+
+int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  uint64_t end = log->assigned_end, have = *pAllocEnd;
+  if (have < end) have = end;
+  if (rc != SQLITE_OK || log->sync_mode == 0 || log->switching || log->growing ||
+      have - end >= log->step / 2) {
+    mw_mutex_unlock(&log->mu);
+    return rc;
+  }
+  uint64_t shift = log->shift;
+  uint64_t target = round_up(end - shift + log->step, log->step);
+  mw_fd fd = log->fd;
+  log->growing = 1; /* a compaction's switch waits for it */
+  mw_mutex_unlock(&log->mu);
+  rc = grow_file(log, fd, have - shift, target);
+  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->growing = 0;
+  mw_cond_broadcast(&log->cv);
+  mw_mutex_unlock(&log->mu);
+  if (rc == SQLITE_OK) *pAllocEnd = target + shift;
+  return rc;
+}
+
+uint64_t mw_log_end(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t e = log->assigned_end;
+  mw_mutex_unlock(&log->mu);
+  return e;
+}
+
+uint64_t mw_log_shift(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t e = log->shift;
+  mw_mutex_unlock(&log->mu);
+  return e;
 }
 
 void mw_log_fail(mw_log *log, int rc) {

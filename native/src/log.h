@@ -48,6 +48,15 @@ typedef struct mw_log_options {
   int sync_mode;        /* 0 = no sync (synchronous=OFF), 1 = data sync per group */
   int full_fsync;       /* F_FULLFSYNC on macOS (mw_fullfsync=1) */
   uint64_t prealloc_step; /* bytes to preallocate at a time (0 = default 4 MiB) */
+  /* Multi-process mode (mp.c): other processes append to the same file. No grower
+  ** and no preallocation (a process that zeroed room past its own end could erase
+  ** another's records): records extend the file. With follow_end != 0 the open
+  ** neither creates, cuts nor syncs anything: it replays exactly the records that end
+  ** at the logical offset follow_end (SQLITE_CORRUPT otherwise), with logical offsets
+  ** = physical + shift, so that every process of the file has the same offsets. */
+  int shared;
+  uint64_t follow_end;
+  uint64_t shift;
 } mw_log_options;
 
 /* Called by recovery for every valid record, in epoch order. pgnos[i] is the page
@@ -122,6 +131,22 @@ int mw_log_wait_written(mw_log *log, uint64_t end_offset);
 ** base is past the last assigned epoch; a base at or below the current one is a no-op.
 ** One compaction at a time (callers are serialised). */
 int mw_log_compacted(mw_log *log, uint64_t base);
+
+/* Multi-process mode: reads, replays and takes as assigned and written the records
+** that other processes appended after this log's end, up to the logical offset `end`
+** (complete records, published by their writers). Caller serialises it with its own
+** assignments (mp.c). SQLITE_CORRUPT when the records do not end exactly at `end`. */
+int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx);
+/* Multi-process mode, for the holder of the publication lock only (nobody writes past
+** the assigned end meanwhile): when less than half a step of zeroed room is left past
+** the assigned end, adds a step (zeros, synced, as a single-process log grows) so that
+** syncs of records do not also write the file's size. *pAllocEnd: the logical end of
+** the room (shared by the processes), raised on success. Not sticky: without room,
+** records extend the file. */
+int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd);
+/* Logical end of the assigned records, and logical - physical offset of the file. */
+uint64_t mw_log_end(mw_log *log);
+uint64_t mw_log_shift(mw_log *log);
 
 /* Current size of the log in bytes (what MW_STAT_LOG_BYTES reports). */
 uint64_t mw_log_size(mw_log *log);

@@ -51,6 +51,7 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
   o->fullfsync = 0;
   o->small = 0;
   o->log_max_bytes = (uint64_t)64 << 20;
+  o->mp = 0;
   *pzErr = 0;
   for (int i = 0;; i++) {
     const char *key = sqlite3_uri_key(zName, i);
@@ -77,12 +78,7 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
       else goto bad_value;
     } else if (!strcmp(key, "mw_mp")) {
       if (!parse_bool(v, &b)) goto bad_value;
-      if (b) {
-        *pzErr = sqlite3_mprintf("multiwriter: mw_mp=1 (many processes on one database) is "
-                                 "not built yet: the engine opens a database in one process "
-                                 "at a time and refuses it to the others");
-        return SQLITE_ERROR;
-      }
+      o->mp = b;
     } else if (!strcmp(key, "mw_rebase")) {
       if (!parse_bool(v, &b)) goto bad_value;
       if (b) {

@@ -1,0 +1,559 @@
+/*
+** mp.c: multi-process mode (mw_mp=1, docs/design.md "Processes", engine.md section 8).
+** Every process of the database keeps its own page store and its own handle on the
+** one log "<db>-mw"; they agree through "<db>-mwshm" (docs/format.md):
+**   - a header, mapped: the committed end (logical offset after the last record whose
+**     writer published it), the durable end (every byte before it synced), the shift
+**     of the log file (logical - physical offset), the page size;
+**   - a process table: one slot per process, alive while the process holds the write
+**     lock (fcntl) on the slot's lock byte; the kernel drops it when the process dies;
+**   - two lock bytes (fcntl): the join lock (open, last close, compaction) and the
+**     publication lock (one commit at a time across processes, from catch-up to the
+**     record written). fcntl locks belong to the process: an in-process mutex goes
+**     with each (join_mu, pub_mu).
+** A commit takes the publication lock, applies the records the others appended since
+** this process's log end (catch-up: installed in the store with their epochs, visible
+** once durable), is validated and written as in one process, publishes its end and
+** releases the lock, then syncs. A snapshot applies the published records first
+** (without the lock: published records are complete and never change).
+** The first process to join (no live slot) recovers the log as in one process; a later
+** one replays the log up to the durable end. Compaction into the database file runs
+** only while one process has the database open (join lock held, every record
+** applied), and the last to close compacts everything and removes both files.
+**
+** Owns: "<db>-mwshm", the process table, the join and publication locks, catch-up.
+** Never touches: the database file (db.c, guard.c, compact.c), SQLite, lanes.
+*/
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef _WIN32
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHM_MAGIC "SQLMWSHM"
+#define SHM_VERSION 1u
+#define SHM_SIZE 4096            /* bytes mapped */
+#define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
+#define LOCK_PUB 8193
+#define LOCK_SLOT0 8448          /* + slot */
+
+typedef struct shm_hdr {
+  char magic[8];               /* SHM_MAGIC */
+  uint32_t version;            /* SHM_VERSION */
+  uint32_t page_size;
+  uint64_t committed_end;      /* logical end of the last published record */
+  uint64_t committed_epoch;    /* its epoch (for the eye: nothing depends on it) */
+  uint64_t durable_end;        /* every byte of the log before it is synced */
+  uint64_t shift;              /* logical - physical offset of the log file */
+  uint32_t nslots;             /* MW_MP_SLOTS */
+  uint32_t zero;
+  uint64_t alloc_end;          /* logical end of the zeroed room of the log file */
+  uint64_t pid[MW_MP_SLOTS];   /* of each slot's last owner (for the eye) */
+} shm_hdr;
+
+struct mw_mp {
+  char *path;                  /* "<db>-mwshm" */
+  int fd;
+  shm_hdr *hdr;                /* mapped, SHM_SIZE bytes */
+  int slot;                    /* ours, -1 before joining */
+  int first;                   /* no other process was alive at our open */
+  int join_held;
+  int joined;                  /* between joined and leave: the compactor may try */
+  mw_mutex join_mu, pub_mu, catch_mu;
+  uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
+  uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
+};
+
+/* How long a record of another process may stay published and not durable before a
+** snapshot syncs the log itself: its writer died between writing and syncing it (its
+** sync normally follows within a sync's time). Without it, that record would stay
+** invisible, and every commit after it refused, until some commit synced the log. */
+#define STUCK_NS 20000000ull
+
+typedef char shm_fits[sizeof(shm_hdr) <= SHM_SIZE ? 1 : -1];
+
+/* ---------------------------------------------------------------- locks */
+
+static int byte_lock(int fd, off_t off, int type, int wait) {
+  struct flock fl;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = (short)type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = off;
+  fl.l_len = 1;
+  for (;;) {
+    if (fcntl(fd, wait ? F_SETLKW : F_SETLK, &fl) == 0) return SQLITE_OK;
+    if (errno == EINTR) continue;
+    /* A deadlock the kernel sees between processes: none is possible (no process waits
+    ** for one of these locks while it holds the other), but never fail a commit on it. */
+    if (errno == EDEADLK && wait) {
+      mw_sleep_us(1000);
+      continue;
+    }
+    if (errno == EACCES || errno == EAGAIN) return SQLITE_BUSY;
+    return SQLITE_IOERR_LOCK;
+  }
+}
+
+/* 1 when another process holds (or may hold) a lock on the byte. */
+static int held_elsewhere(int fd, off_t off) {
+  struct flock fl;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = off;
+  fl.l_len = 1;
+  if (fcntl(fd, F_GETLK, &fl) != 0) return 1;
+  return fl.l_type != F_UNLCK;
+}
+
+static int others_alive(mw_mp *m) {
+  for (int i = 0; i < MW_MP_SLOTS; i++)
+    if (i != m->slot && held_elsewhere(m->fd, LOCK_SLOT0 + i)) return 1;
+  return 0;
+}
+
+static void join_release(mw_mp *m) {
+  if (!m->join_held) return;
+  (void)byte_lock(m->fd, LOCK_JOIN, F_UNLCK, 0);
+  m->join_held = 0;
+  mw_mutex_unlock(&m->join_mu);
+}
+
+/* Takes the join lock (join_mu held by the caller); wait = 0: SQLITE_BUSY at once. */
+static int join_take(mw_mp *m, int wait) {
+  int rc = byte_lock(m->fd, LOCK_JOIN, F_WRLCK, wait);
+  if (rc == SQLITE_OK) m->join_held = 1;
+  return rc;
+}
+
+/* ---------------------------------------------------------------- durability */
+
+static void durable_max(mw_mp *m, uint64_t end) {
+  uint64_t cur = __atomic_load_n(&m->hdr->durable_end, __ATOMIC_ACQUIRE);
+  while (cur < end && !__atomic_compare_exchange_n(&m->hdr->durable_end, &cur, end, 1,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+}
+
+/* Under db->mu: the records of other processes become ready once durable (their end
+** at or before the durable end) or when they precede `before` (an epoch of this
+** process whose record this process synced: the sync covered every byte before it);
+** then visibility advances over the ready prefix, as commit.c's make_visible does. */
+static void advance_locked(mw_db *db, uint64_t before, uint64_t durable) {
+  for (uint64_t e = db->visible + 1; e <= db->assigned; e++) {
+    mw_pending *pe = &db->ring[e % MW_RING];
+    if (pe->epoch == e && pe->foreign && !pe->ready && (e < before || pe->end <= durable))
+      pe->ready = 1;
+  }
+  uint64_t was = db->visible;
+  while (db->visible < db->assigned) {
+    mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
+    if (nx->epoch != db->visible + 1 || !nx->ready) break;
+    db->visible++;
+    db->visible_size = nx->size;
+    db->visible_end = nx->end;
+    nx->ready = 0;
+  }
+  if (db->visible != was) mw_cond_broadcast(&db->cv);
+}
+
+void mw_mp_mark_locked(mw_db *db, uint64_t before) {
+  advance_locked(db, before, __atomic_load_n(&db->mp->hdr->durable_end, __ATOMIC_ACQUIRE));
+}
+
+/* ---------------------------------------------------------------- catch-up */
+
+typedef struct follow_ctx {
+  mw_db *db;
+  uint64_t off;                /* logical offset of the record being applied */
+} follow_ctx;
+
+/* One record of another process: its pages into the store (invisible: epoch above
+** visible), then its place in the ring, ready once durable. */
+static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+                         const uint32_t *pgnos, const unsigned char *images) {
+  follow_ctx *f = ctx;
+  mw_db *db = f->db;
+  uint64_t end = f->off + mw_log_record_size(db->log, npages);
+  uint64_t oldest = __atomic_load_n(&db->oldest, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < npages; i++) {
+    unsigned char *img = malloc((size_t)db->page_size);
+    if (img == 0) return SQLITE_NOMEM;
+    memcpy(img, images + (size_t)i * (size_t)db->page_size, (size_t)db->page_size);
+    int s = mw_stripe_of(pgnos[i]);
+    mw_store_lock(&db->store, s);
+    int rc = mw_store_install_locked(&db->store, pgnos[i], epoch, img, oldest);
+    mw_store_unlock(&db->store, s);
+    if (rc != SQLITE_OK) return rc;
+  }
+  mw_mutex_lock(&db->mu);
+  while (!db->broken && db->assigned - db->visible >= MW_RING - 1) {
+    /* The ring is full: sync what was applied so far (it is all written), so that the
+    ** others' records become visible; this process's own pending commits finish on
+    ** their threads (none of them needs a lock held here). */
+    mw_mutex_unlock(&db->mu);
+    int rc = mw_log_wait_durable(db->log, f->off);
+    if (rc != SQLITE_OK) return rc;
+    durable_max(db->mp, f->off);
+    mw_mutex_lock(&db->mu);
+    advance_locked(db, 0, f->off);
+    if (db->assigned - db->visible >= MW_RING - 1) mw_cond_timedwait_ms(&db->cv, &db->mu, 1);
+  }
+  int rc = db->broken;
+  if (rc == SQLITE_OK && epoch != db->assigned + 1) rc = SQLITE_CORRUPT;
+  if (rc == SQLITE_OK) {
+    db->assigned = epoch;
+    mw_pending *pe = &db->ring[epoch % MW_RING];
+    pe->epoch = epoch;
+    pe->size = db_pages;
+    pe->ready = 0;
+    pe->end = end;
+    pe->foreign = 1;
+  }
+  mw_mutex_unlock(&db->mu);
+  f->off = end;
+  return rc;
+}
+
+/* Applies every published record past this process's log end (catch_mu held). */
+static int catch_up_locked(mw_db *db) {
+  mw_mp *m = db->mp;
+  uint64_t target = __atomic_load_n(&m->hdr->committed_end, __ATOMIC_ACQUIRE);
+  uint64_t have = mw_log_end(db->log);
+  if (target <= have) return SQLITE_OK;
+  follow_ctx f = { db, have };
+  int rc = mw_log_follow(db->log, target, follow_record, &f);
+  if (rc != SQLITE_OK) {
+    mw_mutex_lock(&db->mu);
+    if (!db->broken) db->broken = rc;
+    mw_cond_broadcast(&db->cv);
+    mw_mutex_unlock(&db->mu);
+  }
+  return rc;
+}
+
+/* Everything published applied, synced and visible (no other process is alive: the
+** caller holds the join lock and saw no live slot). */
+static int settle(mw_db *db) {
+  mw_mp *m = db->mp;
+  mw_mutex_lock(&m->catch_mu);
+  int rc = catch_up_locked(db);
+  uint64_t end = mw_log_end(db->log);
+  mw_mutex_unlock(&m->catch_mu);
+  if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, end);
+  if (rc == SQLITE_OK) {
+    durable_max(m, end);
+    mw_mutex_lock(&db->mu);
+    advance_locked(db, 0, end);
+    mw_mutex_unlock(&db->mu);
+  }
+  return rc;
+}
+
+void mw_mp_refresh(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (db->broken) return;
+  if (__atomic_load_n(&m->hdr->committed_end, __ATOMIC_ACQUIRE) > mw_log_end(db->log)) {
+    mw_mutex_lock(&m->catch_mu);
+    (void)catch_up_locked(db); /* a failure breaks the database (every commit fails) */
+    mw_mutex_unlock(&m->catch_mu);
+  }
+  mw_mutex_lock(&db->mu);
+  int sync = 0;
+  if (db->visible < db->assigned) {
+    mw_mp_mark_locked(db, 0);
+    uint64_t e = db->visible + 1;
+    mw_pending *pe = &db->ring[e % MW_RING];
+    if (e <= db->assigned && pe->epoch == e && pe->foreign && !pe->ready) {
+      uint64_t now = mw_now_ns();
+      if (m->stuck_epoch != e) {
+        m->stuck_epoch = e;
+        m->stuck_since = now;
+      } else {
+        sync = now - m->stuck_since > STUCK_NS;
+      }
+    }
+  }
+  mw_mutex_unlock(&db->mu);
+  if (sync) {
+    uint64_t end = mw_log_end(db->log);
+    if (mw_log_wait_durable(db->log, end) == SQLITE_OK) {
+      durable_max(m, end);
+      mw_mutex_lock(&db->mu);
+      mw_mp_mark_locked(db, 0);
+      mw_mutex_unlock(&db->mu);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- commits */
+
+int mw_mp_commit_begin(mw_db *db) {
+  mw_mp *m = db->mp;
+  mw_mutex_lock(&m->pub_mu);
+  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&m->pub_mu);
+    return rc;
+  }
+  mw_crash_point("mp_locked");
+  mw_mutex_lock(&m->catch_mu);
+  rc = catch_up_locked(db);
+  if (rc != SQLITE_OK) {
+    mw_mp_commit_end(db, rc, 0, 0);
+    return rc;
+  }
+  mw_mutex_lock(&db->mu);
+  if (db->visible < db->assigned) mw_mp_mark_locked(db, 0);
+  mw_mutex_unlock(&db->mu);
+  /* Room ahead, zeroed, by the holder of the lock only: nobody writes past the
+  ** committed end meanwhile. A failure only leaves records extending the file. */
+  uint64_t alloc = __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_RELAXED);
+  if (mw_log_room_shared(db->log, &alloc) == SQLITE_OK)
+    __atomic_store_n(&m->hdr->alloc_end, alloc, __ATOMIC_RELAXED);
+  return SQLITE_OK;
+}
+
+void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
+  mw_mp *m = db->mp;
+  if (rc == SQLITE_OK) {
+    /* The record is written whole: the next holder of the lock writes after it, the
+    ** others may apply it. A writer killed before this line leaves its record behind
+    ** the published end, where the next commit overwrites it. */
+    mw_crash_point("mp_before_publish");
+    __atomic_store_n(&m->hdr->committed_epoch, epoch, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->hdr->committed_end, end, __ATOMIC_RELEASE);
+  }
+  mw_mutex_unlock(&m->catch_mu);
+  (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
+  mw_mutex_unlock(&m->pub_mu);
+  /* Published, not yet synced: the others see it once some process synced the log. */
+  if (rc == SQLITE_OK) mw_crash_point("mp_after_publish");
+}
+
+void mw_mp_durable(mw_db *db, uint64_t end) { durable_max(db->mp, end); }
+
+/* ---------------------------------------------------------------- compaction */
+
+int mw_mp_compact_begin(mw_db *db) {
+  mw_mp *m = db->mp;
+  /* Not before the open has joined: the opener holds join_mu, and a failed open stops
+  ** the compactor while holding it. */
+  if (!__atomic_load_n(&m->joined, __ATOMIC_ACQUIRE)) return SQLITE_BUSY;
+  mw_mutex_lock(&m->join_mu);
+  int rc = join_take(m, 0);
+  if (rc == SQLITE_OK && others_alive(m)) rc = SQLITE_BUSY;
+  if (rc == SQLITE_OK) rc = settle(db);
+  if (rc != SQLITE_OK) {
+    if (m->join_held) join_release(m);
+    else mw_mutex_unlock(&m->join_mu);
+  }
+  return rc;
+}
+
+void mw_mp_compact_end(mw_db *db) {
+  mw_mp *m = db->mp;
+  /* A compaction switches the log to a new file with another shift (its zeroed room
+  ** is not known here: the next commit adds room from the end). */
+  __atomic_store_n(&m->hdr->shift, mw_log_shift(db->log), __ATOMIC_RELEASE);
+  __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);
+  join_release(m);
+}
+
+/* ---------------------------------------------------------------- open and close */
+
+/* Opens "<db>-mwshm" and takes its join lock; a file that a last closer removed
+** meanwhile (the lock was taken on a name no longer there) is opened again. */
+static int open_and_join(mw_mp *m) {
+  for (int tries = 0; tries < 1000; tries++) {
+    int fd = open(m->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return SQLITE_CANTOPEN;
+    m->fd = fd;
+    int rc = join_take(m, 1);
+    if (rc != SQLITE_OK) {
+      close(fd);
+      m->fd = -1;
+      return rc;
+    }
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && stat(m->path, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+      return SQLITE_OK;
+    m->join_held = 0;
+    close(fd); /* drops the lock */
+    m->fd = -1;
+  }
+  return SQLITE_BUSY;
+}
+
+int mw_mp_attach(mw_db *db, char **pzErr) {
+  mw_mp *m = calloc(1, sizeof(*m));
+  if (m == 0) return SQLITE_NOMEM;
+  m->fd = -1;
+  m->slot = -1;
+  m->path = sqlite3_mprintf("%s-mwshm", db->path);
+  mw_mutex_init(&m->join_mu);
+  mw_mutex_init(&m->pub_mu);
+  mw_mutex_init(&m->catch_mu);
+  db->mp = m;
+  if (m->path == 0) return SQLITE_NOMEM;
+  mw_mutex_lock(&m->join_mu);
+  int rc = open_and_join(m);
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&m->join_mu);
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: cannot open or lock %s (mw_mp=1)", m->path);
+    return rc == SQLITE_BUSY ? SQLITE_BUSY : SQLITE_CANTOPEN;
+  }
+  m->first = !others_alive(m);
+  if (m->first) {
+    /* Whatever the file holds is a dead process's: start it anew. */
+    if (ftruncate(m->fd, 0) != 0 || ftruncate(m->fd, SHM_SIZE) != 0) rc = SQLITE_IOERR_TRUNCATE;
+  } else {
+    struct stat st;
+    if (fstat(m->fd, &st) != 0 || st.st_size < SHM_SIZE) rc = SQLITE_CORRUPT;
+  }
+  if (rc == SQLITE_OK) {
+    void *p = mmap(0, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    if (p == MAP_FAILED) rc = SQLITE_IOERR_SHMMAP;
+    else m->hdr = p;
+  }
+  if (rc == SQLITE_OK && !m->first &&
+      (memcmp(m->hdr->magic, SHM_MAGIC, 8) != 0 || m->hdr->version != SHM_VERSION ||
+       m->hdr->nslots != MW_MP_SLOTS))
+    rc = SQLITE_CORRUPT;
+  if (rc != SQLITE_OK && pzErr && *pzErr == 0)
+    *pzErr = sqlite3_mprintf("multiwriter: %s is not usable (%d): another version of the "
+                             "engine, or a damaged file, while other processes have the "
+                             "database open", m->path, rc);
+  return rc;
+}
+
+int mw_mp_is_first(mw_db *db) { return db->mp->first; }
+
+void mw_mp_log_options(mw_db *db, mw_log_options *lo) {
+  mw_mp *m = db->mp;
+  lo->shared = 1;
+  if (!m->first) {
+    /* Replays what is durable; what is published after it is applied as catch-up. */
+    lo->follow_end = __atomic_load_n(&m->hdr->durable_end, __ATOMIC_ACQUIRE);
+    lo->shift = __atomic_load_n(&m->hdr->shift, __ATOMIC_ACQUIRE);
+  }
+}
+
+int mw_mp_joined(mw_db *db, char **pzErr) {
+  mw_mp *m = db->mp;
+  int rc = SQLITE_OK;
+  if (m->first) {
+    shm_hdr *h = m->hdr;
+    uint64_t end = mw_log_end(db->log);
+    h->version = SHM_VERSION;
+    h->page_size = (uint32_t)db->page_size;
+    h->committed_end = h->durable_end = end; /* recovery synced the log */
+    h->committed_epoch = db->visible;
+    h->shift = mw_log_shift(db->log);
+    h->alloc_end = end; /* recovery cut the file at its last record */
+    h->nslots = MW_MP_SLOTS;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(h->magic, SHM_MAGIC, 8);
+  } else if (m->hdr->page_size != (uint32_t)db->page_size) {
+    rc = SQLITE_CORRUPT;
+  }
+  for (int i = 0; rc == SQLITE_OK && i < MW_MP_SLOTS && m->slot < 0; i++) {
+    int r = byte_lock(m->fd, LOCK_SLOT0 + i, F_WRLCK, 0);
+    if (r == SQLITE_OK) m->slot = i;
+    else if (r != SQLITE_BUSY) rc = r;
+  }
+  if (rc == SQLITE_OK && m->slot < 0) {
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: %s is open in %d processes already, the most "
+                               "that mw_mp=1 allows", db->path, MW_MP_SLOTS);
+    return SQLITE_CANTOPEN;
+  }
+  if (rc == SQLITE_OK) {
+    m->hdr->pid[m->slot] = (uint64_t)getpid();
+    __atomic_store_n(&m->joined, 1, __ATOMIC_RELEASE);
+    join_release(m);
+  } else if (pzErr && *pzErr == 0) {
+    *pzErr = sqlite3_mprintf("multiwriter: cannot join the processes of %s (%d)", db->path, rc);
+  }
+  return rc;
+}
+
+int mw_mp_leave(mw_db *db, int *pAlone) {
+  mw_mp *m = db->mp;
+  __atomic_store_n(&m->joined, 0, __ATOMIC_RELEASE);
+  mw_mutex_lock(&m->join_mu);
+  int rc = join_take(m, 1);
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&m->join_mu);
+    *pAlone = 0;
+    return rc;
+  }
+  *pAlone = !others_alive(m);
+  if (*pAlone) rc = settle(db);
+  return rc;
+}
+
+void mw_mp_left(mw_db *db, int alone) {
+  mw_mp *m = db->mp;
+  /* The last one: the files go while the join lock is held, so that a process waiting
+  ** for it finds the name gone and starts anew; the database file's lock goes first,
+  ** so that it can take it. */
+  if (alone && m->join_held) {
+    (void)unlink(m->path);
+    (void)mw_guard_unlock(db->data);
+  }
+}
+
+void mw_mp_free(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (m == 0) return;
+  if (m->slot >= 0) (void)byte_lock(m->fd, LOCK_SLOT0 + m->slot, F_UNLCK, 0);
+  /* An open refused before it joined, with nobody else there: leave no file behind. */
+  if (m->slot < 0 && m->first && m->join_held) (void)unlink(m->path);
+  if (m->join_held) join_release(m);
+  if (m->hdr) munmap(m->hdr, SHM_SIZE);
+  if (m->fd >= 0) close(m->fd);
+  mw_mutex_destroy(&m->join_mu);
+  mw_mutex_destroy(&m->pub_mu);
+  mw_mutex_destroy(&m->catch_mu);
+  sqlite3_free(m->path);
+  free(m);
+  db->mp = 0;
+}
+
+#else /* _WIN32: not built there yet */
+
+int mw_mp_attach(mw_db *db, char **pzErr) {
+  (void)db;
+  if (pzErr && *pzErr == 0)
+    *pzErr = sqlite3_mprintf("multiwriter: mw_mp=1 (many processes) is not available on "
+                             "Windows yet");
+  return SQLITE_CANTOPEN;
+}
+int mw_mp_is_first(mw_db *db) { (void)db; return 1; }
+void mw_mp_log_options(mw_db *db, mw_log_options *lo) { (void)db; (void)lo; }
+int mw_mp_joined(mw_db *db, char **pzErr) { (void)db; (void)pzErr; return SQLITE_CANTOPEN; }
+int mw_mp_leave(mw_db *db, int *pAlone) { (void)db; *pAlone = 1; return SQLITE_OK; }
+void mw_mp_left(mw_db *db, int alone) { (void)db; (void)alone; }
+void mw_mp_free(mw_db *db) { (void)db; }
+void mw_mp_refresh(mw_db *db) { (void)db; }
+int mw_mp_commit_begin(mw_db *db) { (void)db; return SQLITE_MISUSE; }
+void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
+  (void)db; (void)rc; (void)epoch; (void)end;
+}
+void mw_mp_durable(mw_db *db, uint64_t end) { (void)db; (void)end; }
+void mw_mp_mark_locked(mw_db *db, uint64_t before) { (void)db; (void)before; }
+int mw_mp_compact_begin(mw_db *db) { (void)db; return SQLITE_BUSY; }
+void mw_mp_compact_end(mw_db *db) { (void)db; }
+
+#endif

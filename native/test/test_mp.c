@@ -1,0 +1,524 @@
+/* Multi-process mode, mw_mp=1 (docs/design.md, "Processes"), with real processes (this
+** program runs itself again as each writer):
+**  - bank: 4 processes transfer money between 20 accounts, each transfer with a row of
+**    its own in `ack`, written by the writer to its ack file once COMMIT returned OK;
+**    after the last close: no -mw nor -mwshm left, stock SQLite finds integrity_check
+**    ok, the sum unchanged and every acknowledged row;
+**  - kill: rounds of 3 writers, one killed by SIGKILL at a random moment or aborted at
+**    a crash point inside the commit path (holding the publication lock, its record
+**    submitted, written but not published, published but not synced); the survivors
+**    must go on committing within a bounded wait; after each round every acknowledged
+**    transfer is there and the sum holds;
+**  - compact_join: one process alone compacts (the log is switched to a shifted file),
+**    then two join it and all three write: every transfer there;
+**  - compact_crash: that process dies in the middle of a compaction, or before the log's
+**    switch; two more start, recover, write: every acknowledged transfer there;
+**  - mismatch: a process with mw_mp=1 and one without on the same file: the later
+**    open is refused with a message naming mw_mp=1, both ways;
+**  - shells: Debian's sqlite3 with .load of the extension and mw_mp=1, two at once;
+**  - stock: a stock connection (and Debian's sqlite3 if present) beside engine
+**    processes is refused, reading and writing, and nothing it did is in the file.
+** MW_MP_CASE=<name> runs one case. */
+#include "test_engine_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const char *prog = "test_mp";
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_us(unsigned us) { usleep(us); }
+
+/* MW_TEST_SCALE (scripts/sanitize.sh) shrinks the loops. */
+static double scale(void) {
+  const char *e = getenv("MW_TEST_SCALE");
+  double v = e ? atof(e) : 1.0;
+  return v > 0 ? v : 1.0;
+}
+static const char *self_exe;
+static char extension[1024];   /* the loadable extension, "" when the shells are skipped */
+
+#define ACCTS 20
+#define START 1000
+
+/* ---------------------------------------------------------------- the writer */
+
+/* argv: writer <path> <id> <ackfile> <stopfile> <max> <params> */
+static int writer_main(char **argv) {
+  const char *path = argv[2], *ackfile = argv[4], *stopfile = argv[5], *params = argv[7];
+  int id = atoi(argv[3]);
+  long max = atol(argv[6]);
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  sqlite3 *db = tu_open(path, params);
+  int fd = open(ackfile, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  CHECK(fd >= 0);
+  srand((unsigned)getpid() ^ (unsigned)time(0));
+  long k = 0;
+  while ((max <= 0 || k < max) && access(stopfile, F_OK) != 0) {
+    long long ack = (long long)id * 100000000LL + k;
+    int a = rand() % ACCTS + 1, b = rand() % ACCTS + 1, amt = rand() % 50 + 1;
+    if (a == b) b = a % ACCTS + 1;
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "BEGIN; UPDATE acct SET bal = bal - %d WHERE id = %d; "
+             "UPDATE acct SET bal = bal + %d WHERE id = %d; INSERT INTO ack(id) VALUES (%lld); "
+             "COMMIT;", amt, a, amt, b, ack);
+    int rc = sqlite3_exec(db, sql, 0, 0, 0);
+    if (rc == SQLITE_OK) {
+      CHECK(write(fd, &ack, sizeof ack) == (ssize_t)sizeof ack);
+      k++;
+      continue;
+    }
+    int x = sqlite3_extended_errcode(db);
+    if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+    if ((x & 0xff) != SQLITE_BUSY) {
+      fprintf(stderr, "%s: writer %d: %d %s\n", prog, id, x, sqlite3_errmsg(db));
+      return 2;
+    }
+  }
+  close(fd);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static pid_t spawn_writer(const char *path, int id, long max, const char *params,
+                          const char *crash_at) {
+  char ids[32], maxs[32], ackfile[400], stopfile[400];
+  snprintf(ids, sizeof ids, "%d", id);
+  snprintf(maxs, sizeof maxs, "%ld", max);
+  snprintf(ackfile, sizeof ackfile, "%s.ack%d", path, id);
+  snprintf(stopfile, sizeof stopfile, "%s.stop", path);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    if (crash_at) setenv("MW_CRASH_AT", crash_at, 1);
+    else unsetenv("MW_CRASH_AT");
+    char *args[] = { (char *)self_exe, "writer", (char *)path, ids, ackfile, stopfile, maxs,
+                     (char *)params, 0 };
+    execv(self_exe, args);
+    _exit(127);
+  }
+  return pid;
+}
+
+static int wait_status(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static long ack_count(const char *path, int id) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.ack%d", path, id);
+  struct stat st;
+  if (stat(f, &st) != 0) return 0;
+  return (long)(st.st_size / 8);
+}
+
+static void set_stop(const char *path, int on) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.stop", path);
+  if (on) {
+    int fd = open(f, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0);
+    close(fd);
+  } else {
+    unlink(f);
+  }
+}
+
+/* A fresh bank. */
+static void make_bank(const char *path) {
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER NOT NULL)");
+  tu_exec(db, "CREATE TABLE ack(id INTEGER PRIMARY KEY)");
+  char sql[200];
+  for (int i = 1; i <= ACCTS; i++) {
+    snprintf(sql, sizeof sql, "INSERT INTO acct VALUES (%d, %d)", i, START);
+    tu_exec(db, sql);
+  }
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+}
+
+/* Every acknowledged row of writers [0, nids) is in db; returns how many. */
+static long check_acks(sqlite3 *db, const char *path, int nids) {
+  sqlite3_stmt *st = 0;
+  CHECK_RC(sqlite3_prepare_v2(db, "SELECT 1 FROM ack WHERE id = ?", -1, &st, 0), SQLITE_OK);
+  long total = 0;
+  for (int id = 0; id < nids; id++) {
+    char f[400];
+    snprintf(f, sizeof f, "%s.ack%d", path, id);
+    FILE *fp = fopen(f, "rb");
+    if (fp == 0) continue;
+    long long v;
+    while (fread(&v, sizeof v, 1, fp) == 1) {
+      sqlite3_bind_int64(st, 1, v);
+      if (sqlite3_step(st) != SQLITE_ROW) {
+        fprintf(stderr, "%s: acknowledged transfer %lld of writer %d is missing\n", prog, v, id);
+        CHECK(0);
+      }
+      sqlite3_reset(st);
+      total++;
+    }
+    fclose(fp);
+  }
+  sqlite3_finalize(st);
+  return total;
+}
+
+/* Runs a shell command, its stdout and stderr into out; fails unless it exits 0. */
+static void run_capture_ok(const char *cmd, char *out, size_t size) {
+  char full[2000];
+  snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  CHECK(p != 0);
+  size_t n = fread(out, 1, size - 1, p);
+  out[n] = 0;
+  CHECK(pclose(p) == 0);
+}
+
+static int exists(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  return access(f, F_OK) == 0;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+static void bank(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/bank.db", dir);
+  make_bank(path);
+  long per = (long)(300 * scale());
+  if (per < 20) per = 20;
+  pid_t pids[4];
+  for (int i = 0; i < 4; i++) pids[i] = spawn_writer(path, i, per, "mw_mp=1", 0);
+  for (int i = 0; i < 4; i++) CHECK(wait_status(pids[i]) == 0);
+  /* The last close compacted everything and removed the shared files. */
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, 4);
+  CHECK(acked == 4 * per);
+  CHECK(tu_int(s, "SELECT count(*) FROM ack") == acked);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: bank: 4 processes, %ld transfers, sum kept, every one there, integrity ok\n",
+         prog, acked);
+}
+
+static void kill_rounds(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/kill.db", dir);
+  make_bank(path);
+  static const char *crash[] = { 0, "mp_locked:7", 0, "mp_before_publish:11", 0,
+                                 "commit_after_submit:9", 0, "mp_after_publish:13", 0 };
+  int rounds = (int)(sizeof crash / sizeof crash[0]);
+  int next_id = 0;
+  srand((unsigned)time(0));
+  for (int r = 0; r < rounds; r++) {
+    int ids[3];
+    pid_t pids[3];
+    int victim = rand() % 3;
+    for (int i = 0; i < 3; i++) {
+      ids[i] = next_id++;
+      pids[i] = spawn_writer(path, ids[i], 0, "mw_mp=1", i == victim ? crash[r] : 0);
+    }
+    if (crash[r] == 0) {
+      sleep_us((unsigned)(50000 + rand() % 300000));
+      kill(pids[victim], SIGKILL);
+    }
+    int vst = wait_status(pids[victim]);
+    CHECK(vst == 128 + SIGKILL || vst == 128 + SIGABRT);
+    /* The survivors go on: each commits 5 more within 20 s. */
+    long base[3];
+    for (int i = 0; i < 3; i++) base[i] = ack_count(path, ids[i]);
+    uint64_t t0 = now_ns();
+    for (;;) {
+      int ok = 1;
+      for (int i = 0; i < 3; i++)
+        if (i != victim && ack_count(path, ids[i]) < base[i] + 5) ok = 0;
+      if (ok) break;
+      if (now_ns() - t0 > 20000000000ull) {
+        fprintf(stderr, "%s: round %d: the survivors of a killed writer (%s) made no "
+                        "progress in 20 s\n", prog, r, crash[r] ? crash[r] : "SIGKILL");
+        if (getenv("MW_MP_HOLD")) {
+          fprintf(stderr, "survivors:");
+          for (int i = 0; i < 3; i++)
+            if (i != victim) fprintf(stderr, " %d", (int)pids[i]);
+          fprintf(stderr, "\n");
+          sleep(600);
+        }
+        set_stop(path, 1);
+        for (int i = 0; i < 3; i++)
+          if (i != victim) kill(pids[i], SIGKILL);
+        CHECK(0);
+      }
+      sleep_us(10000);
+    }
+    double waited = (double)(now_ns() - t0) / 1e9;
+    set_stop(path, 1);
+    for (int i = 0; i < 3; i++)
+      if (i != victim) CHECK(wait_status(pids[i]) == 0);
+    set_stop(path, 0);
+    /* Every acknowledged transfer, the sum: through the engine (it recovers the log). */
+    sqlite3 *db = tu_open(path, "mw_mp=1");
+    long acked = check_acks(db, path, next_id);
+    CHECK(tu_int(db, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+    CHECK(tu_int(db, "SELECT count(*) FROM ack") >= acked);
+    CHECK_RC(sqlite3_close(db), SQLITE_OK);
+    printf("%s: kill round %d (%s): survivors went on after %.2f s, %ld acknowledged "
+           "transfers all there\n", prog, r, crash[r] ? crash[r] : "SIGKILL", waited, acked);
+  }
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+}
+
+/* One process alone compacts (its log passes mw_log_max_mb=1 and is switched to a new
+** file, whose logical offsets are shifted); two more join it then, replaying that log. */
+static void compact_join(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/compact.db", dir);
+  make_bank(path);
+  const char *params = "mw_mp=1&mw_log_max_mb=1";
+  pid_t a = spawn_writer(path, 0, 700, params, 0);
+  uint64_t t0 = now_ns();
+  while (ack_count(path, 0) < 400) {
+    CHECK(now_ns() - t0 < 60000000000ull);
+    sleep_us(5000);
+  }
+  /* 400 transfers wrote some 5 MB of log: it was compacted while the writer was alone. */
+  struct stat st;
+  char log[400];
+  snprintf(log, sizeof log, "%s-mw", path);
+  CHECK(stat(log, &st) == 0);
+  /* The log's base epoch (docs/format.md: u64 at byte 24) moved: compacted. */
+  uint64_t base = 0;
+  FILE *fp = fopen(log, "rb");
+  CHECK(fp != 0 && fseek(fp, 24, SEEK_SET) == 0 && fread(&base, 8, 1, fp) == 1);
+  fclose(fp);
+  CHECK(base > 100);
+  pid_t b = spawn_writer(path, 1, 200, params, 0), c = spawn_writer(path, 2, 200, params, 0);
+  CHECK(wait_status(a) == 0 && wait_status(b) == 0 && wait_status(c) == 0);
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, 3);
+  CHECK(acked == 1100 && tu_int(s, "SELECT count(*) FROM ack") == acked);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: compacted alone (log base epoch %llu), then 2 processes joined: %ld "
+         "transfers all there\n", prog, (unsigned long long)base, acked);
+}
+
+/* One process alone dies in the middle of a compaction (holding the join lock, the file
+** half written) or after it, before the log's switch; two more start: the first of them
+** recovers the log, and every acknowledged transfer is there. */
+static void compact_crash(const char *dir) {
+  static const char *points[] = { "compact_mid:2", "compact_before_log:2" };
+  for (int p = 0; p < 2; p++) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/ccrash%d.db", dir, p);
+    make_bank(path);
+    const char *params = "mw_mp=1&mw_log_max_mb=1";
+    pid_t a = spawn_writer(path, 0, 0, params, points[p]);
+    CHECK(wait_status(a) == 128 + SIGABRT);
+    long before = ack_count(path, 0);
+    pid_t b = spawn_writer(path, 1, 150, params, 0), c = spawn_writer(path, 2, 150, params, 0);
+    CHECK(wait_status(b) == 0 && wait_status(c) == 0);
+    CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+    sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+    CHECK(tu_integrity_ok(s));
+    CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+    long acked = check_acks(s, path, 3);
+    CHECK(acked == before + 300);
+    CHECK_RC(sqlite3_close(s), SQLITE_OK);
+    printf("%s: died at %s after %ld transfers; two more processes recovered and wrote: "
+           "%ld transfers all there\n", prog, points[p], before, acked);
+  }
+}
+
+static int try_open(const char *path, const char *params, char *msg, size_t size) {
+  char uri[600];
+  snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter%s%s", path, *params ? "&" : "", params);
+  sqlite3 *db = 0;
+  int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, 0);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "SELECT count(*) FROM acct", 0, 0, 0);
+  snprintf(msg, size, "%s", db ? sqlite3_errmsg(db) : "");
+  sqlite3_close(db);
+  return rc;
+}
+
+/* Waits until the writer committed at least one transfer (it has the file open). */
+static void wait_started(const char *path, int id) {
+  uint64_t t0 = now_ns();
+  while (ack_count(path, id) < 1) {
+    CHECK(now_ns() - t0 < 20000000000ull);
+    sleep_us(5000);
+  }
+}
+
+static void mismatch(const char *dir) {
+  char path[300], msg[1024];
+  snprintf(path, sizeof path, "%s/mismatch.db", dir);
+  make_bank(path);
+  static const struct { const char *held, *tried, *expect; } ways[] = {
+    { "mw_mp=1", "", "mw_mp=1" },
+    { "", "mw_mp=1", "without mw_mp=1" },
+  };
+  for (int w = 0; w < 2; w++) {
+    pid_t pid = spawn_writer(path, w, 0, ways[w].held, 0);
+    wait_started(path, w);
+    int rc = try_open(path, ways[w].tried, msg, sizeof msg);
+    if (rc == SQLITE_OK || !strstr(msg, ways[w].expect)) {
+      fprintf(stderr, "%s: open with '%s' beside '%s': rc %d '%s'\n", prog, ways[w].tried,
+              ways[w].held, rc, msg);
+      set_stop(path, 1);
+      wait_status(pid);
+      CHECK(0);
+    }
+    set_stop(path, 1);
+    CHECK(wait_status(pid) == 0);
+    set_stop(path, 0);
+    printf("%s: '%s' beside '%s' refused: \"%.90s...\"\n", prog, ways[w].tried[0] ? ways[w].tried : "default",
+           ways[w].held[0] ? ways[w].held : "default", msg);
+  }
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM ack") == check_acks(s, path, 2));
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+}
+
+static void stock(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/stock.db", dir);
+  make_bank(path);
+  pid_t pids[2];
+  for (int i = 0; i < 2; i++) pids[i] = spawn_writer(path, i, 0, "mw_mp=1", 0);
+  for (int i = 0; i < 2; i++) wait_started(path, i);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  int w = tu_try(s, "INSERT INTO ack(id) VALUES (-1)");
+  int r = tu_try(s, "SELECT count(*) FROM acct");
+  int c = tu_try(s, "PRAGMA wal_checkpoint(TRUNCATE)");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  int shell = -1;
+  if (access("/usr/bin/sqlite3", X_OK) == 0) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' 'INSERT INTO ack(id) VALUES (-2)' "
+                              ">/dev/null 2>&1", path);
+    shell = system(cmd);
+  }
+  set_stop(path, 1);
+  for (int i = 0; i < 2; i++) CHECK(wait_status(pids[i]) == 0);
+  set_stop(path, 0);
+  if (w == SQLITE_OK || r == SQLITE_OK || c == SQLITE_OK || shell == 0) {
+    fprintf(stderr, "%s: stock beside engine processes: insert %d, select %d, checkpoint %d, "
+                    "shell %d\n", prog, w, r, c, shell);
+    CHECK(0);
+  }
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM ack WHERE id < 0") == 0);
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, 2);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: stock beside 2 engine processes refused (insert %d, select %d, checkpoint %d, "
+         "shell %s), %ld engine transfers kept\n", prog, w, r, c,
+         shell < 0 ? "absent" : "failed", acked);
+}
+
+/* Debian's sqlite3 shell with .load of the extension, in two processes at once, each
+** inserting into its own table; then a third process of it compacting nothing new. */
+static void shells(const char *dir) {
+  if (!extension[0]) {
+    printf("%s: shells skipped (no /usr/bin/sqlite3, no extension, or another target)\n", prog);
+    return;
+  }
+  char path[300], cmd[1400], out[4096];
+  snprintf(path, sizeof path, "%s/shells.db", dir);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE t1(id INTEGER PRIMARY KEY, v TEXT); "
+              "CREATE TABLE t2(id INTEGER PRIMARY KEY, v TEXT)");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  FILE *sh[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/shell%d.out' 2>&1", dir, k);
+    sh[k] = popen(cmd, "w");
+    CHECK(sh[k] != 0);
+    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1\n", extension, path);
+  }
+  for (int i = 0; i < 300; i++)
+    for (int k = 0; k < 2; k++)
+      fprintf(sh[k], "INSERT INTO t%d(v) VALUES ('shell %d row %d');\n", k + 1, k, i);
+  for (int k = 0; k < 2; k++) {
+    fprintf(sh[k], ".quit\n");
+    CHECK(pclose(sh[k]) == 0);
+    snprintf(cmd, sizeof cmd, "cat '%s/shell%d.out'", dir, k);
+    run_capture_ok(cmd, out, sizeof out);
+    if (out[0]) {
+      fprintf(stderr, "%s: shell %d said: %s\n", prog, k, out);
+      CHECK(0);
+    }
+  }
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; "
+                            "SELECT count(*) FROM t1; SELECT count(*) FROM t2;'", path);
+  run_capture_ok(cmd, out, sizeof out);
+  if (strcmp(out, "ok\n300\n300\n") != 0) {
+    fprintf(stderr, "%s: stock sqlite3 after the shells: %s\n", prog, out);
+    CHECK(0);
+  }
+  printf("%s: two sqlite3 shells with .load and mw_mp=1 at once: 300 + 300 rows, integrity ok\n",
+         prog);
+}
+
+int main(int argc, char **argv) {
+  self_exe = argv[0];
+  if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
+  if (self_exe[0] != '/') {
+    static char abs_exe[1024];
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != 0);
+    snprintf(abs_exe, sizeof abs_exe, "%s/%s", cwd, self_exe);
+    self_exe = abs_exe;
+  }
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  const char *dir = tu_tmpdir("mp");
+  /* argv[1]: the loadable extension (as for test_processes); else zig-out/lib's. */
+  const char *emu = getenv("MW_TEST_EMULATOR"), *foreign = getenv("MW_TEST_FOREIGN");
+  if (access("/usr/bin/sqlite3", X_OK) == 0 && !(emu && *emu) && !(foreign && *foreign)) {
+    const char *ext = argc > 1 ? argv[1] : "zig-out/lib/libmultiwriter.so";
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != 0);
+    if (ext[0] == '/') snprintf(extension, sizeof extension, "%s", ext);
+    else snprintf(extension, sizeof extension, "%s/%s", cwd, ext);
+    if (access(extension, R_OK) != 0) extension[0] = 0;
+  }
+  static const struct { const char *name; void (*fn)(const char *); } cases[] = {
+    { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
+    { "compact_crash", compact_crash },
+    { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
+  };
+  const char *only = getenv("MW_MP_CASE");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (only == 0 || strcmp(only, cases[i].name) == 0) cases[i].fn(dir);
+  tu_rmdir();
+  printf("%s: ok\n", prog);
+  return 0;
+}
