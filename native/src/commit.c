@@ -7,7 +7,9 @@
 **  4. validate: pages written, pages read, the schema cookie, page 1's fields;
 **  5. assign: the epoch and the log offset together (under db->mu);
 **  6. install: the versions (not yet visible), then unlock the stripes;
-**  7. make_durable: append the record to the log, wait for the group sync;
+**  7. make_durable: a turn holder hands the turn over first (the next holder's
+**     snapshot includes this installed commit, turn.c / db.c); append the record
+**     to the log, wait for the group sync;
 **  8. make_visible: strictly in epoch order.
 ** Relocation (growth.c, engine.md section 7) plugs in at step 4 where the only
 ** conflict is growth. A transaction that writes several engine databases
@@ -486,10 +488,14 @@ static int refuse(commit *c, int rc) {
   if (c->conflict) {
     l->stats[c->conflict]++;
     l->losses++;
+    l->heat += (MW_HEAT_MAX - l->heat) >> 2;
     rc = SQLITE_BUSY_SNAPSHOT;
   }
   /* SQLite rolls back; whatever it keeps of this snapshot is not the lane's. */
   l->must_reset = 1;
+  /* A turn holder may have read commits not yet durable: its COMMIT does not
+  ** return before they are, refused or not. */
+  if (l->held_turn) mw_db_wait_snapshot_durable(l->db, l);
   return rc;
 }
 
@@ -503,6 +509,7 @@ static void assign(commit *c) {
   c->pe->epoch = c->epoch;
   c->pe->size = c->db_pages;
   c->pe->ready = 0;
+  c->pe->installed = 0;
   c->pe->end = 0;
 #if MW_USE_LOG
   c->offset = mw_log_assign(db->log, c->epoch, c->rec_bytes);
@@ -525,6 +532,9 @@ static int install(commit *c) {
     if (irc != SQLITE_OK && rc == SQLITE_OK) rc = irc;
   }
   c->installed = 1;
+  /* A turn holder's snapshot may include it from now on (db.c), never an epoch
+  ** whose install failed (that one breaks the log in make_durable). */
+  if (rc == SQLITE_OK) __atomic_store_n(&c->pe->installed, 1, __ATOMIC_RELEASE);
   return rc;
 }
 
@@ -604,6 +614,8 @@ static void finish(commit *c) {
   l->cur_size = c->lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
   l->losses = 0;
+  /* Cools slowly in the turn (where it does not lose), fast outside it. */
+  l->heat -= l->heat >> (l->held_turn ? 7 : 3);
   if (c->relocated) {
     l->stats[MW_STAT_RELOCATIONS]++;
     l->stats[MW_STAT_MERGES] += c->merged;
@@ -613,6 +625,10 @@ static void finish(commit *c) {
 /* Steps 7-8 and the lane's bookkeeping, for an installed commit (stripes released;
 ** rc: the result of the install). */
 static int complete(commit *c, int rc) {
+  /* The turn does not wait for the disk: the holder hands it over now, and the
+  ** next holder's snapshot includes this commit (db.c); acknowledgements still
+  ** wait for the sync below. */
+  if (c->l->held_turn) mw_db_turn_pass(c->l->db, c->l);
   rc = make_durable(c, rc);
   rc = make_visible(c, rc);
   if (rc != SQLITE_OK) {

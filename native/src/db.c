@@ -408,17 +408,74 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
   mw_mutex_unlock(&db->mu);
 }
 
+/* The newest epoch of the installed prefix: every epoch up to it is validated and
+** its versions are in the store, though maybe not durable yet. Slots past `visible`
+** are live (assign waits for room in the ring), and `installed` is set by the
+** committer after its versions went in (release) and cleared by assign. */
+static uint64_t installed_prefix_locked(mw_db *db, uint32_t *pSize) {
+  uint64_t e = db->visible;
+  *pSize = db->visible_size;
+  while (e < db->assigned) {
+    const mw_pending *nx = &db->ring[(e + 1) % MW_RING];
+    if (nx->epoch != e + 1 || !__atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE)) break;
+    e++;
+    *pSize = nx->size;
+  }
+  return e;
+}
+
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_mutex_lock(&db->mu);
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;
   l->counted = 1;
   snapshot_register_locked(db, l, pSnap, pSize);
+  /* The turn holder runs on the installed prefix: the commits of the holders before
+  ** it that are validated and installed but wait for their group sync. Nothing of
+  ** this transaction completes before they are durable: its commit's epoch is
+  ** later (acknowledged only once visible, and visibility is a prefix), and its
+  ** end waits for them (mw_db_wait_snapshot_durable). Ordinary snapshots see only
+  ** visible (durable) commits. */
+  l->held_turn = db->turn == l;
+  if (l->held_turn) {
+    uint32_t size = 0;
+    uint64_t e = installed_prefix_locked(db, &size);
+    if (e > *pSnap) {
+      l->reg = *pSnap = e;
+      *pSize = size;
+      l->early_snaps++;
+    }
+  }
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_turn_pass(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  if (db->turn == l) {
+    /* Its transaction is done writing: it no longer counts as in flight for the
+    ** next holder, which must not wait for this commit's sync. */
+    mw_turn_leave_locked(db, l);
+    if (l->counted) {
+      db->active--;
+      l->counted = 0;
+    }
+    mw_cond_broadcast(&db->turn_cv);
+  }
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  while (l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
   mw_mutex_unlock(&db->mu);
 }
 
 void mw_db_txn_end(mw_db *db, mw_lane *l) {
   mw_mutex_lock(&db->mu);
+  /* A snapshot that included commits not yet durable (a turn holder's) ends only
+  ** once they are: a read-only transaction must not complete on a commit a crash
+  ** can take away. A writer's commit already waited for them. */
+  while (l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
   uint64_t was = l->reg;
   l->reg = 0;
   if (l->counted) {

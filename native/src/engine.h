@@ -122,6 +122,8 @@ typedef struct mw_pending {
   uint64_t epoch;
   uint32_t size;               /* database size in pages after this epoch */
   int ready;                   /* installed, and durable (or written, see commit.c) */
+  int installed;               /* its versions are in the store (atomic, release):
+                                  a turn holder's snapshot may include it (turn.c) */
   uint64_t end;                /* end offset of its log record */
 } mw_pending;
 
@@ -199,6 +201,17 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l);
 #define MW_TURN_AFTER 8
 #define MW_TURN_WAIT_MS 50
 #define MW_TURN_HOLD_MS 500    /* the head of the turn queue keeps its place at most */
+/* A lane's heat: each refusal adds a quarter of the distance to MW_HEAT_MAX, each
+** commit outside the turn takes an eighth off, each commit in the turn a 128th. A
+** lane at MW_HEAT_QUEUE or more queues for the turn at once (turn.c). */
+#define MW_HEAT_MAX 1024
+#define MW_HEAT_QUEUE 512
+/* A turn holder's commit hands the turn over once installed (before its sync);
+** the next holder's snapshot then includes it (db.c). */
+void mw_db_turn_pass(mw_db *db, mw_lane *l);
+/* Waits until every commit the lane's snapshot includes is durable (visible), or
+** the database broke. For snapshots taken by a turn holder; a no-op otherwise. */
+void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l);
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_txn_end(mw_db *db, mw_lane *l);
 /* Reads page bytes from the database file (pages the store does not hold). */
@@ -312,6 +325,10 @@ struct mw_lane {
   uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
                                   snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
+  int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (turn.c) */
+  int held_turn;               /* this transaction began holding the turn */
+  int64_t early_snaps;         /* transactions whose snapshot included commits not
+                                  yet durable (turn holders only; for tests) */
 
   int64_t stats[MW_STAT_COUNT];
 };

@@ -1,8 +1,11 @@
 /*
 ** turn.c: the hot-spot turn (engine.md section 5, fairness).
 **
-** A connection that lost MW_TURN_AFTER commits in a row queues for a per-database
-** turn before its next snapshot. The queue is FIFO (a linked list under db->mu,
+** A connection that lost MW_TURN_AFTER commits in a row, or whose heat (its recent
+** refusal rate, engine.h) reached MW_HEAT_QUEUE, queues for a per-database turn
+** before its next snapshot. The heat keeps a lane that needed the turn in the queue
+** while it keeps committing there (it cools slowly); uncontended work never heats
+** up and stays optimistic. The queue is FIFO (a linked list under db->mu,
 ** waits on db->turn_cv: no spinning). The lane at its head holds the turn once it
 ** begins its transaction: it first lets the transactions in flight finish, then
 ** runs while new transactions of other lanes wait, so the retries of a hot spot run
@@ -14,11 +17,15 @@
 **  - the holder waits at most MW_TURN_WAIT_MS for the transactions in flight;
 **  - the head of the queue keeps its place at most MW_TURN_HOLD_MS: past that it is
 **    dropped from the queue (it queues again after its next loss).
-** The turn ends with the holder's transaction (commit or rollback).
+** The turn ends with the holder's transaction (commit or rollback), or earlier,
+** once the holder's commit is installed (mw_db_turn_pass, before its sync): the
+** next holder's snapshot includes the commits installed but not yet durable
+** (db.c), so the turn does not wait for the disk.
 **
 ** Owns: db->turn, db->turn_head, db->turn_tail, db->turn_since and the lanes'
-** turn_next / turn_queued. Every function runs under db->mu. Never touches the
-** snapshot registry or the epochs (db.c does, around these calls).
+** turn_next / turn_queued (the heat is kept by commit.c). Every function runs under
+** db->mu. Never touches the snapshot registry or the epochs (db.c does, around
+** these calls).
 */
 #include "engine.h"
 
@@ -47,7 +54,7 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
 
 void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
   uint64_t hold = (uint64_t)MW_TURN_HOLD_MS * 1000000u;
-  if (l->losses >= MW_TURN_AFTER && !l->turn_queued) {
+  if ((l->losses >= MW_TURN_AFTER || l->heat >= MW_HEAT_QUEUE) && !l->turn_queued) {
     l->turn_next = 0;
     l->turn_queued = 1;
     if (db->turn_tail) db->turn_tail->turn_next = l; else db->turn_head = l;
