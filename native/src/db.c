@@ -14,6 +14,7 @@
 #include <string.h>
 
 static mw_mutex registry_mu = MW_MUTEX_INIT;
+int64_t mw_early_snapshots;
 static mw_db *registry;
 
 /* ---------------------------------------------------------------- registry */
@@ -371,6 +372,7 @@ static void recompute_oldest_locked(mw_db *db) {
 }
 
 void mw_db_add_lane(mw_db *db, mw_lane *l) {
+  mw_cond_init(&l->turn_wake);
   mw_mutex_lock(&db->mu);
   l->next_in_db = db->lanes;
   db->lanes = l;
@@ -384,6 +386,7 @@ void mw_db_remove_lane(mw_db *db, mw_lane *l) {
     if (*pp == l) { *pp = l->next_in_db; break; }
   recompute_oldest_locked(db);
   mw_mutex_unlock(&db->mu);
+  mw_cond_destroy(&l->turn_wake);
 }
 
 /* Registers the lane's snapshot at the newest visible epoch (under db->mu, so that
@@ -443,7 +446,7 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
     if (e > *pSnap) {
       l->reg = *pSnap = e;
       *pSize = size;
-      l->early_snaps++;
+      __atomic_add_fetch(&mw_early_snapshots, 1, __ATOMIC_RELAXED);
     }
   }
   mw_mutex_unlock(&db->mu);

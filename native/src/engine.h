@@ -212,6 +212,9 @@ void mw_db_turn_pass(mw_db *db, mw_lane *l);
 /* Waits until every commit the lane's snapshot includes is durable (visible), or
 ** the database broke. For snapshots taken by a turn holder; a no-op otherwise. */
 void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l);
+/* Snapshots (all databases of the process) that included commits not yet durable:
+** the tests' evidence that the early hand-over ran. Atomic. */
+extern int64_t mw_early_snapshots;
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_txn_end(mw_db *db, mw_lane *l);
 /* Reads page bytes from the database file (pages the store does not hold). */
@@ -321,14 +324,13 @@ struct mw_lane {
 
   int losses;                  /* commits refused in a row */
   mw_lane *turn_next;          /* next in the turn queue (turn.c) */
+  mw_cond turn_wake;           /* signalled when it becomes the queue's head */
   int turn_queued;
   uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
                                   snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
   int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (turn.c) */
   int held_turn;               /* this transaction began holding the turn */
-  int64_t early_snaps;         /* transactions whose snapshot included commits not
-                                  yet durable (turn holders only; for tests) */
 
   int64_t stats[MW_STAT_COUNT];
 };

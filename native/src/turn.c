@@ -5,8 +5,9 @@
 ** refusal rate, engine.h) reached MW_HEAT_QUEUE, queues for a per-database turn
 ** before its next snapshot. The heat keeps a lane that needed the turn in the queue
 ** while it keeps committing there (it cools slowly); uncontended work never heats
-** up and stays optimistic. The queue is FIFO (a linked list under db->mu,
-** waits on db->turn_cv: no spinning). The lane at its head holds the turn once it
+** up and stays optimistic. The queue is FIFO (a linked list under db->mu;
+** each queued lane waits on its own turn_wake, signalled when it becomes the head,
+** the other waits are on db->turn_cv: no spinning). The lane at its head holds the turn once it
 ** begins its transaction: it first lets the transactions in flight finish, then
 ** runs while new transactions of other lanes wait, so the retries of a hot spot run
 ** one after the other on fresh state instead of starving each other.
@@ -29,11 +30,13 @@
 */
 #include "engine.h"
 
-static void wait_until(mw_db *db, uint64_t deadline) {
+static void wait_on(mw_db *db, mw_cond *cv, uint64_t deadline) {
   uint64_t now = mw_now_ns();
   if (now >= deadline) return;
-  mw_cond_timedwait_ms(&db->turn_cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
+  mw_cond_timedwait_ms(cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
 }
+
+static void wait_until(mw_db *db, uint64_t deadline) { wait_on(db, &db->turn_cv, deadline); }
 
 /* Removes l from the queue; the next lane becomes the head now. */
 static void unlink_locked(mw_db *db, mw_lane *l) {
@@ -50,6 +53,9 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
   l->turn_queued = 0;
   if (db->turn == l) db->turn = 0;
   mw_cond_broadcast(&db->turn_cv);
+  /* Only the head's thread has anything to do: waking the whole queue at every
+  ** hand-over cost a context switch per queued lane on a loaded machine. */
+  if (db->turn_head) mw_cond_signal(&db->turn_head->turn_wake);
 }
 
 void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
@@ -70,7 +76,7 @@ void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
         unlink_locked(db, h);
         continue;
       }
-      wait_until(db, until);
+      wait_on(db, &l->turn_wake, until);
     }
     if (db->turn != l) {
       l->stats[MW_STAT_TURNS]++;
