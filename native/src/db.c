@@ -476,16 +476,21 @@ void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l) {
 void mw_db_txn_end(mw_db *db, mw_lane *l) {
   mw_mutex_lock(&db->mu);
   /* A snapshot that included commits not yet durable (a turn holder's) ends only
-  ** once they are: a read-only transaction must not complete on a commit a crash
-  ** can take away. A writer's commit already waited for them. */
-  while (l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
+  ** once they are, when it read anything: a read-only transaction must not
+  ** complete on a commit a crash can take away. A writer's commit already waited
+  ** for them. (Reads from SQLite's cache need no wait: a lane whose snapshot moved
+  ** past its previous one starts cold, so what it reads comes through xRead.) */
+  while (l->touched && l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
+  /* The end of a cold start's snapshot (nothing read; SQLite locks again at once)
+  ** keeps the turn: otherwise the holder would give it up before it began. */
+  int keep_turn = l->cold_start && !l->touched;
   uint64_t was = l->reg;
   l->reg = 0;
   if (l->counted) {
     db->active--;
     l->counted = 0;
   }
-  mw_turn_leave_locked(db, l);
+  if (!keep_turn) mw_turn_leave_locked(db, l);
   if (was == db->oldest) recompute_oldest_locked(db);
   /* Only the turn's waits depend on a transaction's end (db->active), and there are
   ** none while no turn is held or queued. */

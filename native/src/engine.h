@@ -331,6 +331,9 @@ struct mw_lane {
   int counted;                 /* counted in db->active */
   int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (turn.c) */
   int held_turn;               /* this transaction began holding the turn */
+  int touched;                 /* this snapshot read a page through xRead */
+  int cold_start;              /* this snapshot went cold at its start: SQLite lets
+                                  it go at once and locks again (lane.c) */
 
   int64_t stats[MW_STAT_COUNT];
 };
