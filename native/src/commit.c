@@ -489,13 +489,18 @@ static int refuse(commit *c, int rc) {
     l->stats[c->conflict]++;
     l->losses++;
     l->heat += (MW_HEAT_MAX - l->heat) >> 2;
+    l->lost_turn = l->held_turn;
     rc = SQLITE_BUSY_SNAPSHOT;
   }
   /* SQLite rolls back; whatever it keeps of this snapshot is not the lane's. */
   l->must_reset = 1;
   /* A turn holder may have read commits not yet durable: its COMMIT does not
-  ** return before they are, refused or not. */
-  if (l->held_turn) mw_db_wait_snapshot_durable(l->db, l);
+  ** return before they are, refused or not. It is done writing: the next in line
+  ** need not wait for those syncs. */
+  if (l->held_turn) {
+    mw_db_turn_pass(l->db, l);
+    mw_db_wait_snapshot_durable(l->db, l);
+  }
   return rc;
 }
 
@@ -614,8 +619,9 @@ static void finish(commit *c) {
   l->cur_size = c->lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
   l->losses = 0;
+  l->lost_turn = 0;
   /* Cools slowly in the turn (where it does not lose), fast outside it. */
-  l->heat -= l->heat >> (l->held_turn ? 7 : 3);
+  l->heat -= (l->heat >> (l->held_turn ? 7 : 3)) + (l->heat > 0);
   if (c->relocated) {
     l->stats[MW_STAT_RELOCATIONS]++;
     l->stats[MW_STAT_MERGES] += c->merged;

@@ -157,6 +157,8 @@ struct mw_db {
   mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */
   mw_lane *turn_head, *turn_tail; /* FIFO of lanes queued for the turn (turn.c) */
   uint64_t turn_since;         /* when the head became the head (ns) */
+  int turn_exclusive;          /* the holder is starving (MW_TURN_AFTER losses in a
+                                  row): other transactions wait for it (turn.c) */
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
 
@@ -202,8 +204,9 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l);
 #define MW_TURN_WAIT_MS 50
 #define MW_TURN_HOLD_MS 500    /* the head of the turn queue keeps its place at most */
 /* A lane's heat: each refusal adds a quarter of the distance to MW_HEAT_MAX, each
-** commit outside the turn takes an eighth off, each commit in the turn a 128th. A
-** lane at MW_HEAT_QUEUE or more queues for the turn at once (turn.c). */
+** commit outside the turn takes an eighth off (and 1), each commit in the turn a
+** 128th (and 1). A lane at MW_HEAT_QUEUE or more queues for the turn at once; such
+** a holder is not exclusive (turn.c). */
 #define MW_HEAT_MAX 1024
 #define MW_HEAT_QUEUE 512
 /* A turn holder's commit hands the turn over once installed (before its sync);
@@ -331,6 +334,8 @@ struct mw_lane {
   int counted;                 /* counted in db->active */
   int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (turn.c) */
   int held_turn;               /* this transaction began holding the turn */
+  int lost_turn;               /* its last refusal was while holding a turn that was
+                                  not exclusive: the next one is (turn.c) */
   int touched;                 /* this snapshot read a page through xRead */
   int cold_start;              /* this snapshot went cold at its start: SQLite lets
                                   it go at once and locks again (lane.c) */
