@@ -574,6 +574,15 @@ static int make_durable(commit *c, int rc) {
 ** may become visible. */
 static int make_visible(commit *c, int rc) {
   mw_db *db = c->l->db;
+  /* Every installed epoch whose record lies in the durable prefix is ready, whoever
+  ** committed it: the first committer back from a group sync makes the whole group
+  ** visible, instead of each waking the next in turn. (Read before db->mu: the log's
+  ** mutex is never taken under it.) */
+#if MW_USE_LOG
+  uint64_t durable = rc == SQLITE_OK ? mw_log_durable_end(db->log) : 0;
+#else
+  uint64_t durable = 0;
+#endif
   mw_mutex_lock(&db->mu);
   if (rc != SQLITE_OK) {
     if (!db->broken) db->broken = rc;
@@ -581,11 +590,15 @@ static int make_visible(commit *c, int rc) {
     mw_mutex_unlock(&db->mu);
     return rc;
   }
-  c->pe->ready = 1;
+  /* Already visible (made so by another committer): its ring slot may be reused. */
+  if (db->visible < c->epoch) c->pe->ready = 1;
   uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
-    if (nx->epoch != db->visible + 1 || !nx->ready) break;
+    if (nx->epoch != db->visible + 1) break;
+    int durable_now = nx->end != 0 && nx->end <= durable &&
+                      __atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE);
+    if (!nx->ready && !durable_now) break;
     db->visible++;
     db->visible_size = nx->size;
     db->visible_end = nx->end;
