@@ -122,8 +122,9 @@ typedef struct mw_pending {
   uint64_t epoch;
   uint32_t size;               /* database size in pages after this epoch */
   int ready;                   /* installed, and durable (or written, see commit.c) */
-  int installed;               /* its versions are in the store (atomic, release):
-                                  a turn holder's snapshot may include it (turn.c) */
+  int installed;               /* its versions are in the store (atomic, release;
+                                  commit.c): a turn holder's snapshot may include
+                                  it (db.c) */
   uint64_t end;                /* end offset of its log record */
 } mw_pending;
 
@@ -158,7 +159,8 @@ struct mw_db {
   mw_lane *turn_head, *turn_tail; /* FIFO of lanes queued for the turn (turn.c) */
   uint64_t turn_since;         /* when the head became the head (ns) */
   int turn_exclusive;          /* the holder is starving (MW_TURN_AFTER losses in a
-                                  row): other transactions wait for it (turn.c) */
+                                  row, or a loss in its last turn): other
+                                  transactions wait for it (turn.c) */
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
 
@@ -332,7 +334,8 @@ struct mw_lane {
   uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
                                   snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
-  int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (turn.c) */
+  int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (commit.c
+                                  keeps it, turn.c reads it) */
   int held_turn;               /* this transaction began holding the turn */
   int lost_turn;               /* its last refusal was while holding a turn that was
                                   not exclusive: the next one is (turn.c) */

@@ -5,26 +5,29 @@
 ** refusal rate, engine.h) reached MW_HEAT_QUEUE, queues for a per-database turn
 ** before its next snapshot. The heat keeps a lane that needed the turn in the queue
 ** while it keeps committing there (it cools slowly); uncontended work never heats
-** up and stays optimistic. The queue is FIFO (a linked list under db->mu;
-** each queued lane waits on its own turn_wake, signalled when it becomes the head,
-** the other waits are on db->turn_cv: no spinning). The lane at its head holds the turn once it
-** begins its transaction: it first lets the transactions in flight finish, then
-** runs while new transactions of other lanes wait, so the retries of a hot spot run
-** one after the other on fresh state instead of starving each other.
+** up and stays optimistic. The queue is FIFO (a linked list under db->mu; each
+** queued lane waits on its own turn_wake, signalled when it becomes the head; the
+** other waits are on db->turn_cv: no spinning). The lane at its head holds the turn
+** once it begins its transaction, so the retries of a hot spot run one after the
+** other on fresh state instead of starving each other. A *starving* holder (lost
+** MW_TURN_AFTER in a row, or lost during its last turn) is exclusive: it first lets
+** the transactions in flight finish, then runs while new transactions of other
+** lanes wait. A holder queued by its heat only takes its turn among the queued.
 **
 ** Every wait is bounded, so a connection that never comes back (or one thread using
 ** two connections) cannot block the others forever:
-**  - a lane that does not queue waits at most MW_TURN_WAIT_MS for a held turn;
-**  - the holder waits at most MW_TURN_WAIT_MS for the transactions in flight;
+**  - a lane that does not queue waits at most MW_TURN_WAIT_MS for an exclusive turn;
+**  - an exclusive holder waits at most MW_TURN_WAIT_MS for the transactions in flight;
 **  - the head of the queue keeps its place at most MW_TURN_HOLD_MS: past that it is
 **    dropped from the queue (it queues again after its next loss).
-** The turn ends with the holder's transaction (commit or rollback), or earlier,
-** once the holder's commit is installed (mw_db_turn_pass, before its sync): the
-** next holder's snapshot includes the commits installed but not yet durable
-** (db.c), so the turn does not wait for the disk.
+** The turn ends with the holder's transaction (commit or rollback; not the momentary
+** snapshot of a cold start, db.c), or earlier, once the holder's commit is installed
+** or refused (mw_db_turn_pass, before any sync): the next holder's snapshot includes
+** the commits installed but not yet durable (db.c), so the turn does not wait for
+** the disk.
 **
-** Owns: db->turn, db->turn_head, db->turn_tail, db->turn_since and the lanes'
-** turn_next / turn_queued (the heat is kept by commit.c). Every function runs under
+** Owns: db->turn, db->turn_exclusive, db->turn_head, db->turn_tail, db->turn_since
+** and the lanes' turn_next / turn_queued (the heat is kept by commit.c). Every function runs under
 ** db->mu. Never touches the snapshot registry or the epochs (db.c does, around
 ** these calls).
 */
@@ -36,7 +39,9 @@ static void wait_on(mw_db *db, mw_cond *cv, uint64_t deadline) {
   mw_cond_timedwait_ms(cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
 }
 
-static void wait_until(mw_db *db, uint64_t deadline) { wait_on(db, &db->turn_cv, deadline); }
+static void wait_until(mw_db *db, uint64_t deadline) {
+  wait_on(db, &db->turn_cv, deadline);
+}
 
 /* Removes l from the queue; the next lane becomes the head now. */
 static void unlink_locked(mw_db *db, mw_lane *l) {
