@@ -13,9 +13,9 @@
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join, basename } from "node:path";
 
-const VARIANT_ORDER = ["sqlite", "sqlite-wait", "mw", "mwr", "turso"];
+const VARIANT_ORDER = ["sqlite", "sqlite-wait", "bun:sqlite", "mw", "mwr", "turso"];
 const WORKLOAD_ORDER = ["bulk", "samepage", "hot", "transfer", "slow", "read"];
-const COLORS = { sqlite: "#4c72b0", "sqlite-wait": "#dd8452", mw: "#2ca02c", mwr: "#8e44ad", turso: "#c44e52" };
+const COLORS = { sqlite: "#4c72b0", "sqlite-wait": "#dd8452", "bun:sqlite": "#8c8c8c", mw: "#2ca02c", mwr: "#8e44ad", turso: "#c44e52" };
 
 function fail(msg) {
   process.stderr.write(`report: ${msg}\n`);

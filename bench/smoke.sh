@@ -59,16 +59,18 @@ if "$BUN" bench/ts/bench.ts --workloads all --variants sqlite,mw --writers 2 --m
   --warmup 0.1 --duration 0.3 --dir "$T/b" --out "$T/ts.jsonl" 2>"$T/ts.err" &&
   "$BUN" bench/ts/bench.ts --workloads bulk --variants mw,mwr --writers 2 --modes processes \
     --warmup 0.1 --duration 0.3 --dir "$T/b" --out "$T/ts.jsonl" 2>>"$T/ts.err" &&
-  expect_runs "$T/ts.jsonl" 14; then
-  ok "ts (bun): 6 workloads x 2 variants (Workers) + 2 process runs, all validated"
+  "$BUN" bench/ts/bench.ts --workloads transfer --variants bun:sqlite --writers 2 --modes threads \
+    --warmup 0.1 --duration 0.3 --dir "$T/b" --out "$T/ts.jsonl" 2>>"$T/ts.err" &&
+  expect_runs "$T/ts.jsonl" 15 && grep -q '"variant":"bun:sqlite".*"validated":true' "$T/ts.jsonl"; then
+  ok "ts (bun): 6 workloads x 2 variants (Workers) + 2 process runs + bun:sqlite, all validated"
 else
   bad "ts (bun) runs"; cat "$T/ts.err"
 fi
 if [ -n "$DENO" ]; then
-  if "$DENO" run -A bench/ts/bench.ts --workloads hot --variants mw --writers 2 --modes threads \
+  if "$DENO" run -A bench/ts/bench.ts --workloads hot --variants mw,bun:sqlite --writers 2 --modes threads \
     --warmup 0.1 --duration 0.3 --dir "$T/d" --out "$T/deno.jsonl" 2>"$T/deno.err" &&
-    expect_runs "$T/deno.jsonl" 1; then
-    ok "ts (deno): hot, Workers, validated"
+    expect_runs "$T/deno.jsonl" 2 && grep -q '"variant":"bun:sqlite".*"skipped"' "$T/deno.jsonl"; then
+    ok "ts (deno): hot, Workers, validated; bun:sqlite skipped with a note"
   else
     bad "ts (deno) run"; cat "$T/deno.err"
   fi

@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import { Database } from "../../lib/mod.ts";
 import {
   beginMode,
+  bunSqliteAvailable,
   busyTimeoutMs,
   collectFacts,
   createSchema,
@@ -257,6 +258,9 @@ function emit(o: Opts, line: Record<string, unknown>, facts: Facts): void {
 }
 
 function probe(cfg: RunConfig): string | null {
+  if (cfg.variant === "bun:sqlite") {
+    return bunSqliteAvailable() ? null : `bun:sqlite is Bun's own binding: not available under ${runtimeName()}`;
+  }
   if (cfg.variant !== "mw" && cfg.variant !== "mwr") return null;
   let db: Database;
   try {

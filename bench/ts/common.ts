@@ -11,7 +11,7 @@ import process from "node:process";
 import { execSync } from "node:child_process";
 
 export const WORKLOADS = ["bulk", "samepage", "hot", "transfer", "slow", "read"] as const;
-export const VARIANTS = ["sqlite", "sqlite-wait", "mw", "mwr"] as const;
+export const VARIANTS = ["sqlite", "sqlite-wait", "mw", "mwr", "bun:sqlite"] as const;
 export const MODES = ["threads", "processes"] as const;
 export type Workload = (typeof WORKLOADS)[number];
 export type Variant = (typeof VARIANTS)[number];
@@ -61,7 +61,11 @@ function backoffMs(attempt: number): number {
 }
 
 export function isBusy(e: unknown): boolean {
-  return e instanceof SQLiteError && e.errcode === 5;
+  if (e instanceof SQLiteError) return e.errcode === 5;
+  // bun:sqlite's own error: code "SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", ...
+  const b = e as { name?: unknown; code?: unknown } | null;
+  return b !== null && typeof b === "object" && b.name === "SQLiteError" && typeof b.code === "string" &&
+    b.code.startsWith("SQLITE_BUSY");
 }
 
 /** The options of the package for a variant (stock SQLite is `multiwriter: false`). */
@@ -71,6 +75,7 @@ export function openOptions(v: Variant, mode: Mode) {
     case "sqlite":
       return { ...common, multiwriter: false, busyTimeout: 0 };
     case "sqlite-wait":
+    case "bun:sqlite": // not opened through the package (see openBunSqlite); the same settings
       return { ...common, multiwriter: false, busyTimeout: 5000 };
     case "mw":
       return { ...common, busyTimeout: 0, ...(mode === "processes" ? { processes: true } : {}) };
@@ -82,7 +87,57 @@ export function openOptions(v: Variant, mode: Mode) {
 /** Stock SQLite takes the write lock up front; the engine validates at COMMIT. */
 export const beginMode = (v: Variant): "immediate" | "deferred" =>
   v === "mw" || v === "mwr" ? "deferred" : "immediate";
-export const busyTimeoutMs = (v: Variant): number => (v === "sqlite-wait" ? 5000 : 0);
+export const busyTimeoutMs = (v: Variant): number => (v === "sqlite-wait" || v === "bun:sqlite" ? 5000 : 0);
+
+/** The `bun:sqlite` variant: Bun's own SQLite binding, the anchor Bun users switch from (WAL,
+ * synchronous=FULL, busy_timeout=5000, BEGIN IMMEDIATE through its transaction().immediate).
+ * It exists only under Bun: elsewhere this is false and the harness skips the variant with a
+ * note. */
+export function bunSqliteAvailable(): boolean {
+  const meta = import.meta as unknown as { require?: unknown };
+  return runtimeName() === "bun" && typeof meta.require === "function";
+}
+
+interface BunStatement {
+  run(...a: unknown[]): { changes: number | bigint };
+  values(...a: unknown[]): unknown[][];
+}
+interface BunDatabase {
+  prepare(sql: string): BunStatement;
+  exec(sql: string): void;
+  transaction<A extends unknown[]>(fn: (...a: A) => void): { immediate(...a: A): void; deferred(...a: A): void };
+  close(): void;
+}
+
+/** Opens path with bun:sqlite, wrapped in the part of the package's Database that Writer uses:
+ * prepare().run()/.values()/.source, exec, transaction(fn).immediate/.deferred,
+ * transactionRetries (bun:sqlite never runs a transaction again: 0), stats().engine (false),
+ * close. */
+function openBunSqlite(path: string, busyMs: number): Database {
+  if (!bunSqliteAvailable()) throw new Error("bun:sqlite exists only under Bun");
+  const req = (import.meta as unknown as { require(id: string): unknown }).require;
+  const { Database: BunDb } = req("bun:sqlite") as { Database: new (p: string, o: object) => BunDatabase };
+  const db = new BunDb(path, { readwrite: true, create: false });
+  db.exec(`PRAGMA busy_timeout = ${busyMs}`);
+  db.exec("PRAGMA journal_mode = WAL");
+  db.exec("PRAGMA synchronous = FULL");
+  const wrapped = {
+    prepare(sql: string) {
+      const s = db.prepare(sql);
+      return {
+        source: sql,
+        run: (...a: unknown[]) => ({ changes: Number(s.run(...a).changes) }),
+        values: (...a: unknown[]) => s.values(...a),
+      };
+    },
+    exec: (sql: string) => db.exec(sql),
+    transaction: <A extends unknown[]>(fn: (...a: A) => void) => db.transaction(fn),
+    transactionRetries: 0,
+    stats: () => ({ engine: false }),
+    close: () => db.close(),
+  };
+  return wrapped as unknown as Database;
+}
 
 /** Creates the run's database with a stock connection: the three tables and their rows. */
 export function createSchema(path: string, writers: number): void {
@@ -154,7 +209,9 @@ export class Writer {
   constructor(readonly cfg: RunConfig, readonly w: number) {
     // Opened with a busy timeout: a connection opening while another recovers the WAL
     // index gets SQLITE_BUSY. The variant's timeout applies from the first transaction.
-    this.db = new Database(cfg.db, { ...openOptions(cfg.variant, cfg.mode), busyTimeout: 10000, create: false });
+    this.db = cfg.variant === "bun:sqlite"
+      ? openBunSqlite(cfg.db, 10000)
+      : new Database(cfg.db, { ...openOptions(cfg.variant, cfg.mode), busyTimeout: 10000, create: false });
     const db = this.db;
     const mode = db.prepare("PRAGMA journal_mode").values()[0][0];
     if (mode !== "wal") throw new Error(`journal_mode is ${String(mode)}, expected wal`);

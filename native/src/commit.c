@@ -7,7 +7,9 @@
 **  4. validate: pages written, pages read, the schema cookie, page 1's fields;
 **  5. assign: the epoch and the log offset together (under db->mu);
 **  6. install: the versions (not yet visible), then unlock the stripes;
-**  7. make_durable: append the record to the log, wait for the group sync;
+**  7. make_durable: a turn holder hands the turn over first (the next holder's
+**     snapshot includes this installed commit, turn.c / db.c); append the record
+**     to the log, wait for the group sync;
 **  8. make_visible: strictly in epoch order.
 ** Relocation (growth.c, engine.md section 7) plugs in at step 4 where the only
 ** conflict is growth. A transaction that writes several engine databases
@@ -489,10 +491,19 @@ static int refuse(commit *c, int rc) {
   if (c->conflict) {
     l->stats[c->conflict]++;
     l->losses++;
+    l->heat += (MW_HEAT_MAX - l->heat) >> 2;
+    l->lost_turn = l->held_turn;
     rc = SQLITE_BUSY_SNAPSHOT;
   }
   /* SQLite rolls back; whatever it keeps of this snapshot is not the lane's. */
   l->must_reset = 1;
+  /* A turn holder may have read commits not yet durable: its COMMIT does not
+  ** return before they are, refused or not. It is done writing: the next in line
+  ** need not wait for those syncs. */
+  if (l->held_turn) {
+    mw_db_turn_pass(l->db, l);
+    mw_db_wait_snapshot_durable(l->db, l);
+  }
   return rc;
 }
 
@@ -506,6 +517,7 @@ static void assign(commit *c) {
   c->pe->epoch = c->epoch;
   c->pe->size = c->db_pages;
   c->pe->ready = 0;
+  c->pe->installed = 0;
   c->pe->end = 0;
   c->pe->foreign = 0;
 #if MW_USE_LOG
@@ -529,6 +541,9 @@ static int install(commit *c) {
     if (irc != SQLITE_OK && rc == SQLITE_OK) rc = irc;
   }
   c->installed = 1;
+  /* A turn holder's snapshot may include it from now on (db.c), never an epoch
+  ** whose install failed (that one breaks the log in make_durable). */
+  if (rc == SQLITE_OK) __atomic_store_n(&c->pe->installed, 1, __ATOMIC_RELEASE);
   return rc;
 }
 
@@ -573,6 +588,15 @@ static int make_durable(commit *c, int rc) {
 ** may become visible. */
 static int make_visible(commit *c, int rc) {
   mw_db *db = c->l->db;
+  /* Every installed epoch whose record lies in the durable prefix is ready, whoever
+  ** committed it: the first committer back from a group sync makes the whole group
+  ** visible, instead of each waking the next in turn. (Read before db->mu: the log's
+  ** mutex is never taken under it.) */
+#if MW_USE_LOG
+  uint64_t durable = rc == SQLITE_OK ? mw_log_durable_end(db->log) : 0;
+#else
+  uint64_t durable = 0;
+#endif
   mw_mutex_lock(&db->mu);
   if (rc != SQLITE_OK) {
     if (!db->broken) db->broken = rc;
@@ -580,13 +604,17 @@ static int make_visible(commit *c, int rc) {
     mw_mutex_unlock(&db->mu);
     return rc;
   }
-  c->pe->ready = 1;
+  /* Already visible (made so by another committer): its ring slot may be reused. */
+  if (db->visible < c->epoch) c->pe->ready = 1;
   /* mw_mp=1: this sync covered the others' records before this one. */
   if (db->mp) mw_mp_mark_locked(db, c->epoch);
   uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
-    if (nx->epoch != db->visible + 1 || !nx->ready) break;
+    if (nx->epoch != db->visible + 1) break;
+    int durable_now = nx->end != 0 && nx->end <= durable &&
+                      __atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE);
+    if (!nx->ready && !durable_now) break;
     db->visible++;
     db->visible_size = nx->size;
     db->visible_end = nx->end;
@@ -620,6 +648,9 @@ static void finish(commit *c) {
   l->cur_size = c->lane_pages; /* the lane's own view: its snapshot plus its commits */
   l->stats[MW_STAT_COMMITS]++;
   l->losses = 0;
+  l->lost_turn = 0;
+  /* Cools slowly in the turn (where it does not lose), fast outside it. */
+  l->heat -= (l->heat >> (l->held_turn ? 7 : 3)) + (l->heat > 0);
   if (c->relocated) {
     l->stats[MW_STAT_RELOCATIONS]++;
     l->stats[MW_STAT_MERGES] += c->merged;
@@ -629,6 +660,10 @@ static void finish(commit *c) {
 /* Steps 7-8 and the lane's bookkeeping, for an installed commit (stripes released;
 ** rc: the result of the install). */
 static int complete(commit *c, int rc) {
+  /* The turn does not wait for the disk: the holder hands it over now, and the
+  ** next holder's snapshot includes this commit (db.c); acknowledgements still
+  ** wait for the sync below. */
+  if (c->l->held_turn) mw_db_turn_pass(c->l->db, c->l);
   rc = make_durable(c, rc);
   rc = make_visible(c, rc);
   if (rc != SQLITE_OK) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 static mw_mutex registry_mu = MW_MUTEX_INIT;
+int64_t mw_early_snapshots;
 static mw_db *registry;
 
 /* ---------------------------------------------------------------- registry */
@@ -420,6 +421,7 @@ static void recompute_oldest_locked(mw_db *db) {
 }
 
 void mw_db_add_lane(mw_db *db, mw_lane *l) {
+  mw_cond_init(&l->turn_wake);
   mw_mutex_lock(&db->mu);
   l->next_in_db = db->lanes;
   db->lanes = l;
@@ -433,6 +435,7 @@ void mw_db_remove_lane(mw_db *db, mw_lane *l) {
     if (*pp == l) { *pp = l->next_in_db; break; }
   recompute_oldest_locked(db);
   mw_mutex_unlock(&db->mu);
+  mw_cond_destroy(&l->turn_wake);
 }
 
 /* Registers the lane's snapshot at the newest visible epoch (under db->mu, so that
@@ -461,6 +464,22 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
   if (wake) mw_compact_wake(db);
 }
 
+/* The newest epoch of the installed prefix: every epoch up to it is validated and
+** its versions are in the store, though maybe not durable yet. Slots past `visible`
+** are live (assign waits for room in the ring), and `installed` is set by the
+** committer after its versions went in (release) and cleared by assign. */
+static uint64_t installed_prefix_locked(mw_db *db, uint32_t *pSize) {
+  uint64_t e = db->visible;
+  *pSize = db->visible_size;
+  while (e < db->assigned) {
+    const mw_pending *nx = &db->ring[(e + 1) % MW_RING];
+    if (nx->epoch != e + 1 || !__atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE)) break;
+    e++;
+    *pSize = nx->size;
+  }
+  return e;
+}
+
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   if (db->mp) mw_mp_refresh(db); /* the other processes' commits first */
   mw_mutex_lock(&db->mu);
@@ -468,18 +487,64 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   db->active++;
   l->counted = 1;
   snapshot_register_locked(db, l, pSnap, pSize);
+  /* The turn holder runs on the installed prefix: the commits of the holders before
+  ** it that are validated and installed but wait for their group sync. Nothing of
+  ** this transaction completes before they are durable: its commit's epoch is
+  ** later (acknowledged only once visible, and visibility is a prefix), and its
+  ** end waits for them (mw_db_wait_snapshot_durable). Ordinary snapshots see only
+  ** visible (durable) commits. */
+  l->held_turn = db->turn == l;
+  if (l->held_turn) {
+    uint32_t size = 0;
+    uint64_t e = installed_prefix_locked(db, &size);
+    if (e > *pSnap) {
+      l->reg = *pSnap = e;
+      *pSize = size;
+      __atomic_add_fetch(&mw_early_snapshots, 1, __ATOMIC_RELAXED);
+    }
+  }
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_turn_pass(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  if (db->turn == l) {
+    /* Its transaction is done writing: it no longer counts as in flight for the
+    ** next holder, which must not wait for this commit's sync. */
+    mw_turn_leave_locked(db, l);
+    if (l->counted) {
+      db->active--;
+      l->counted = 0;
+    }
+    mw_cond_broadcast(&db->turn_cv);
+  }
+  mw_mutex_unlock(&db->mu);
+}
+
+void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l) {
+  mw_mutex_lock(&db->mu);
+  while (l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
   mw_mutex_unlock(&db->mu);
 }
 
 void mw_db_txn_end(mw_db *db, mw_lane *l) {
   mw_mutex_lock(&db->mu);
+  /* A snapshot that included commits not yet durable (a turn holder's) ends only
+  ** once they are, when it read anything: a read-only transaction must not
+  ** complete on a commit a crash can take away. A writer's commit already waited
+  ** for them. (Reads from SQLite's cache need no wait: a lane whose snapshot moved
+  ** past its previous one starts cold, so what it reads comes through xRead.) */
+  while (l->touched && l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
+  /* The end of a cold start's snapshot (nothing read; SQLite locks again at once)
+  ** keeps the turn: otherwise the holder would give it up before it began. */
+  int keep_turn = l->cold_start && !l->touched;
   uint64_t was = l->reg;
   l->reg = 0;
   if (l->counted) {
     db->active--;
     l->counted = 0;
   }
-  mw_turn_leave_locked(db, l);
+  if (!keep_turn) mw_turn_leave_locked(db, l);
   if (was == db->oldest) recompute_oldest_locked(db);
   /* Only the turn's waits depend on a transaction's end (db->active), and there are
   ** none while no turn is held or queued. */

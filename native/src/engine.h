@@ -125,6 +125,9 @@ typedef struct mw_pending {
   uint64_t epoch;
   uint32_t size;               /* database size in pages after this epoch */
   int ready;                   /* installed, and durable (or written, see commit.c) */
+  int installed;               /* its versions are in the store (atomic, release;
+                                  commit.c): a turn holder's snapshot may include
+                                  it (db.c) */
   uint64_t end;                /* end offset of its log record */
   int foreign;                 /* applied from another process's record (mp.c) */
 } mw_pending;
@@ -159,6 +162,9 @@ struct mw_db {
   mw_lane *turn;               /* the lane holding the hot-spot turn, or NULL */
   mw_lane *turn_head, *turn_tail; /* FIFO of lanes queued for the turn (turn.c) */
   uint64_t turn_since;         /* when the head became the head (ns) */
+  int turn_exclusive;          /* the holder is starving (MW_TURN_AFTER losses in a
+                                  row, or a loss in its last turn): other
+                                  transactions wait for it (turn.c) */
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
 
@@ -204,6 +210,21 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l);
 #define MW_TURN_AFTER 8
 #define MW_TURN_WAIT_MS 50
 #define MW_TURN_HOLD_MS 500    /* the head of the turn queue keeps its place at most */
+/* A lane's heat: each refusal adds a quarter of the distance to MW_HEAT_MAX, each
+** commit outside the turn takes an eighth off (and 1), each commit in the turn a
+** 128th (and 1). A lane at MW_HEAT_QUEUE or more queues for the turn at once; such
+** a holder is not exclusive (turn.c). */
+#define MW_HEAT_MAX 1024
+#define MW_HEAT_QUEUE 512
+/* A turn holder's commit hands the turn over once installed (before its sync);
+** the next holder's snapshot then includes it (db.c). */
+void mw_db_turn_pass(mw_db *db, mw_lane *l);
+/* Waits until every commit the lane's snapshot includes is durable (visible), or
+** the database broke. For snapshots taken by a turn holder; a no-op otherwise. */
+void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l);
+/* Snapshots (all databases of the process) that included commits not yet durable:
+** the tests' evidence that the early hand-over ran. Atomic. */
+extern int64_t mw_early_snapshots;
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_txn_end(mw_db *db, mw_lane *l);
 /* Reads page bytes from the database file (pages the store does not hold). */
@@ -350,10 +371,19 @@ struct mw_lane {
 
   int losses;                  /* commits refused in a row */
   mw_lane *turn_next;          /* next in the turn queue (turn.c) */
+  mw_cond turn_wake;           /* signalled when it becomes the queue's head */
   int turn_queued;
   uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
                                   snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
+  int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (commit.c
+                                  keeps it, turn.c reads it) */
+  int held_turn;               /* this transaction began holding the turn */
+  int lost_turn;               /* its last refusal was while holding a turn that was
+                                  not exclusive: the next one is (turn.c) */
+  int touched;                 /* this snapshot read a page through xRead */
+  int cold_start;              /* this snapshot went cold at its start: SQLite lets
+                                  it go at once and locks again (lane.c) */
 
   int64_t stats[MW_STAT_COUNT];
 };

@@ -69,6 +69,8 @@ static void go_cold(mw_lane *l) {
 /* ---------------------------------------------------------------- snapshots */
 
 static void snap_begin(mw_lane *l) {
+  l->touched = 0;
+  l->cold_start = 0;
   mw_db_txn_begin(l->db, l, &l->snap, &l->snap_size);
   l->cur_size = l->snap_size;
   l->in_snap = 1;
@@ -76,8 +78,10 @@ static void snap_begin(mw_lane *l) {
   l->poisoned = 0;
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
   if (l->warm && (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||
-                  l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL))
+                  l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL)) {
     go_cold(l);
+    l->cold_start = 1;
+  }
 }
 
 static void snap_end(mw_lane *l) {
@@ -157,6 +161,7 @@ static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
       if (rc == SQLITE_OK && po == 0 && n == pgsz) mw_store_cache_file_page(&db->store, pgno, out, snap);
     }
     if (l->in_snap && pgno != 1) mw_pageset_add(&l->rs, pgno);
+    if (l->in_snap) l->touched = 1;
     out += n;
     o += (uint64_t)n;
     left -= n;

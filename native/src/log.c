@@ -771,6 +771,13 @@ int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
   return wait_for(log, end_offset, log->sync_mode != 0);
 }
 
+uint64_t mw_log_durable_end(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t end = log->error == SQLITE_OK && log->sync_mode != 0 ? log->synced_end : 0;
+  mw_mutex_unlock(&log->mu);
+  return end;
+}
+
 int mw_log_wait_written(mw_log *log, uint64_t end_offset) {
   return wait_for(log, end_offset, 0);
 }

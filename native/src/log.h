@@ -115,6 +115,11 @@ void mw_log_fail(mw_log *log, int rc);
 ** error of the write or sync that failed; once one failed, every later wait fails too. */
 int mw_log_wait_durable(mw_log *log, uint64_t end_offset);
 
+/* The end of the durable prefix: every record that ends at or before it is synced. 0
+** after an error, and with sync_mode 0 (no syncs). Added by issue 10: the first
+** committer that sees a group sync finish makes the whole group visible. */
+uint64_t mw_log_durable_end(mw_log *log);
+
 /* Waits until every record before end_offset is written to the file (not synced): for
 ** making a commit visible before its sync, if the engine offers that. The log is a
 ** prefix: once a wait for E succeeded, every record that ends at or before E is written

@@ -217,6 +217,9 @@ static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
     pe->ready = 0;
     pe->end = end;
     pe->foreign = 1;
+    /* Not part of the turn holder's installed prefix (db.c), nor of make_visible's
+    ** durable shortcut: another process's record is ready only once durable here. */
+    __atomic_store_n(&pe->installed, 0, __ATOMIC_RELEASE);
   }
   mw_mutex_unlock(&db->mu);
   f->off = end;

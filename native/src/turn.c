@@ -1,31 +1,46 @@
 /*
 ** turn.c: the hot-spot turn (engine.md section 5, fairness).
 **
-** A connection that lost MW_TURN_AFTER commits in a row queues for a per-database
-** turn before its next snapshot. The queue is FIFO (a linked list under db->mu,
-** waits on db->turn_cv: no spinning). The lane at its head holds the turn once it
-** begins its transaction: it first lets the transactions in flight finish, then
-** runs while new transactions of other lanes wait, so the retries of a hot spot run
-** one after the other on fresh state instead of starving each other.
+** A connection that lost MW_TURN_AFTER commits in a row, or whose heat (its recent
+** refusal rate, engine.h) reached MW_HEAT_QUEUE, queues for a per-database turn
+** before its next snapshot. The heat keeps a lane that needed the turn in the queue
+** while it keeps committing there (it cools slowly); uncontended work never heats
+** up and stays optimistic. The queue is FIFO (a linked list under db->mu; each
+** queued lane waits on its own turn_wake, signalled when it becomes the head; the
+** other waits are on db->turn_cv: no spinning). The lane at its head holds the turn
+** once it begins its transaction, so the retries of a hot spot run one after the
+** other on fresh state instead of starving each other. A *starving* holder (lost
+** MW_TURN_AFTER in a row, or lost during its last turn) is exclusive: it first lets
+** the transactions in flight finish, then runs while new transactions of other
+** lanes wait. A holder queued by its heat only takes its turn among the queued.
 **
 ** Every wait is bounded, so a connection that never comes back (or one thread using
 ** two connections) cannot block the others forever:
-**  - a lane that does not queue waits at most MW_TURN_WAIT_MS for a held turn;
-**  - the holder waits at most MW_TURN_WAIT_MS for the transactions in flight;
+**  - a lane that does not queue waits at most MW_TURN_WAIT_MS for an exclusive turn;
+**  - an exclusive holder waits at most MW_TURN_WAIT_MS for the transactions in flight;
 **  - the head of the queue keeps its place at most MW_TURN_HOLD_MS: past that it is
 **    dropped from the queue (it queues again after its next loss).
-** The turn ends with the holder's transaction (commit or rollback).
+** The turn ends with the holder's transaction (commit or rollback; not the momentary
+** snapshot of a cold start, db.c), or earlier, once the holder's commit is installed
+** or refused (mw_db_turn_pass, before any sync): the next holder's snapshot includes
+** the commits installed but not yet durable (db.c), so the turn does not wait for
+** the disk.
 **
-** Owns: db->turn, db->turn_head, db->turn_tail, db->turn_since and the lanes'
-** turn_next / turn_queued. Every function runs under db->mu. Never touches the
-** snapshot registry or the epochs (db.c does, around these calls).
+** Owns: db->turn, db->turn_exclusive, db->turn_head, db->turn_tail, db->turn_since
+** and the lanes' turn_next / turn_queued (the heat is kept by commit.c). Every function runs under
+** db->mu. Never touches the snapshot registry or the epochs (db.c does, around
+** these calls).
 */
 #include "engine.h"
 
-static void wait_until(mw_db *db, uint64_t deadline) {
+static void wait_on(mw_db *db, mw_cond *cv, uint64_t deadline) {
   uint64_t now = mw_now_ns();
   if (now >= deadline) return;
-  mw_cond_timedwait_ms(&db->turn_cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
+  mw_cond_timedwait_ms(cv, &db->mu, (int)((deadline - now) / 1000000u) + 1);
+}
+
+static void wait_until(mw_db *db, uint64_t deadline) {
+  wait_on(db, &db->turn_cv, deadline);
 }
 
 /* Removes l from the queue; the next lane becomes the head now. */
@@ -41,13 +56,19 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
   }
   l->turn_next = 0;
   l->turn_queued = 0;
-  if (db->turn == l) db->turn = 0;
+  if (db->turn == l) {
+    db->turn = 0;
+    db->turn_exclusive = 0;
+  }
   mw_cond_broadcast(&db->turn_cv);
+  /* Only the head's thread has anything to do: waking the whole queue at every
+  ** hand-over cost a context switch per queued lane on a loaded machine. */
+  if (db->turn_head) mw_cond_signal(&db->turn_head->turn_wake);
 }
 
 void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
   uint64_t hold = (uint64_t)MW_TURN_HOLD_MS * 1000000u;
-  if (l->losses >= MW_TURN_AFTER && !l->turn_queued) {
+  if ((l->losses >= MW_TURN_AFTER || l->heat >= MW_HEAT_QUEUE) && !l->turn_queued) {
     l->turn_next = 0;
     l->turn_queued = 1;
     if (db->turn_tail) db->turn_tail->turn_next = l; else db->turn_head = l;
@@ -63,20 +84,28 @@ void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
         unlink_locked(db, h);
         continue;
       }
-      wait_until(db, until);
+      wait_on(db, &l->turn_wake, until);
     }
     if (db->turn != l) {
       l->stats[MW_STAT_TURNS]++;
       db->turn = l;
     }
-    /* Let the transactions in flight finish: this one then runs on fresh state. */
+    /* A starving holder (MW_TURN_AFTER losses in a row, or a loss in its last
+    ** turn) runs alone: it lets the transactions in flight finish (it then runs on
+    ** fresh state) and new ones wait for it. A holder queued by its
+    ** heat only takes its turn among the queued: the hot spot's writers then run
+    ** one after the other, and everything else stays optimistic (no 50 ms waits
+    ** behind a queue that is never empty). */
+    db->turn_exclusive = l->losses >= MW_TURN_AFTER || l->lost_turn;
+    if (!db->turn_exclusive) return;
     uint64_t deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
     while (db->active > 0 && mw_now_ns() < deadline) wait_until(db, deadline);
     return;
   }
-  /* Someone else's turn: new transactions wait for it to end (bounded). */
+  /* Someone else's exclusive turn: new transactions wait for it to end (bounded). */
   uint64_t deadline = mw_now_ns() + (uint64_t)MW_TURN_WAIT_MS * 1000000u;
-  while (db->turn && db->turn != l && mw_now_ns() < deadline) wait_until(db, deadline);
+  while (db->turn && db->turn_exclusive && db->turn != l && mw_now_ns() < deadline)
+    wait_until(db, deadline);
 }
 
 void mw_turn_leave_locked(mw_db *db, mw_lane *l) {

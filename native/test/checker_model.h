@@ -16,7 +16,9 @@
 #include "test_engine_util.h"
 #include <sched.h>
 
+#ifndef CM_THREADS /* a test may ask for more before including this file */
 #define CM_THREADS 8
+#endif
 #define CM_MAXOPS 6
 #define CM_MAXTABLES 3
 #define CM_BIG_MIN 2000 /* the smallest of the big values */

@@ -9,7 +9,11 @@
 **    record is written, so it is ready, but it must not become visible before e
 **    (epochs become visible as a prefix), and its COMMIT must not return before
 **    its epoch is visible; no snapshot sees B's row either.
-** Opening the gate lets both through; then both rows are seen.
+** Then a turn holder H (issue 10: the turn does not wait for the disk) begins while
+** the gate is still closed: its snapshot is the installed prefix, so it reads A's
+** row, but its (read-only) transaction must not end before A's sync: its COMMIT
+** has not returned, and ordinary snapshots still see neither row.
+** Opening the gate lets all three through; then both rows are seen.
 ** Each check is a fact that holds for every interleaving of a correct engine; the
 ** waits only bound how long a broken engine has to show itself. The background
 ** compactor is stopped meanwhile: its log switch waits for the sync in flight and
@@ -44,6 +48,19 @@ static int hook(int op, mw_fd fd) {
 }
 
 typedef struct writer { sqlite3 *db; const char *sql; int done; int rc; } writer;
+
+/* H: a turn holder's read-only transaction; seen = rows of ta it read (+1). */
+typedef struct holder { sqlite3 *db; int seen; int done; int rc; } holder;
+
+static void *run_h(void *arg) {
+  holder *h = arg;
+  tu_exec(h->db, "BEGIN");
+  int64_t n = tu_int(h->db, "SELECT count(*) FROM ta");
+  __atomic_store_n(&h->seen, (int)n + 1, __ATOMIC_SEQ_CST);
+  h->rc = tu_try(h->db, "COMMIT");
+  __atomic_store_n(&h->done, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
 
 static void *run_a(void *arg) {
   writer *w = arg;
@@ -86,12 +103,14 @@ static int64_t count_of(sqlite3 *db, const char *table) {
   return tu_int(db, sql);
 }
 
-static mw_db *db_of(sqlite3 *c) {
+static mw_lane *lane_of(sqlite3 *c) {
   sqlite3_file *f = 0;
   CHECK_RC(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
   CHECK(f != 0 && f->pMethods == &mw_main_methods);
-  return ((mw_file *)f)->lane->db;
+  return ((mw_file *)f)->lane;
 }
+
+static mw_db *db_of(sqlite3 *c) { return lane_of(c)->db; }
 
 int main(void) {
   const char *path = tu_db_path("order", "o.db");
@@ -99,6 +118,7 @@ int main(void) {
   mw_db *db = db_of(a);
   sqlite3 *b = tu_open(path, "");
   sqlite3 *r = tu_open(path, "");
+  sqlite3 *hc = tu_open(path, "");
   /* Two tables: A and B write different leaves, so neither conflicts with the
   ** other; neither insert grows the file (both roots have room). */
   tu_exec(a, "CREATE TABLE ta(id INTEGER PRIMARY KEY, v TEXT)");
@@ -107,6 +127,9 @@ int main(void) {
   tu_exec(a, "PRAGMA synchronous=FULL");
   tu_exec(b, "PRAGMA synchronous=NORMAL");
   CHECK(count_of(r, "ta") == 1 && count_of(r, "tb") == 1);
+  /* H's schema is loaded now: loading it later would be a read transaction of its
+  ** own, which (a turn holder's) could not end before A's sync either. */
+  CHECK(count_of(hc, "ta") == 1);
 
   mw_compactor_stop(db);
   gate_closed = 1;
@@ -147,12 +170,39 @@ int main(void) {
     mw_sleep_us(10000);
   }
 
+  /* H holds the turn (as after a run of refusals: its heat is at the top). */
+  lane_of(hc)->heat = MW_HEAT_MAX;
+  int64_t early0 = __atomic_load_n(&mw_early_snapshots, __ATOMIC_SEQ_CST);
+  holder wh = { hc, 0, 0, -1 };
+  pthread_t th;
+  CHECK(pthread_create(&th, 0, run_h, &wh) == 0);
+  for (int i = 0; i < 60000 && !__atomic_load_n(&wh.seen, __ATOMIC_SEQ_CST); i++) mw_sleep_us(1000);
+  int seen = __atomic_load_n(&wh.seen, __ATOMIC_SEQ_CST) - 1;
+  if (seen != 2 || __atomic_load_n(&mw_early_snapshots, __ATOMIC_SEQ_CST) == early0) {
+    fprintf(stderr, "test_engine_order: the turn holder read %d rows of ta (wanted 2: A's "
+                    "commit is installed); the early hand-over did not run\n", seen);
+    exit(1);
+  }
+  for (int i = 0; i < 20; i++) {
+    if (__atomic_load_n(&wh.done, __ATOMIC_SEQ_CST)) {
+      fprintf(stderr, "test_engine_order: the turn holder's transaction, which read A's "
+                      "commit, ended (rc %d) before A's sync\n", wh.rc);
+      exit(1);
+    }
+    CHECK(!__atomic_load_n(&wa.done, __ATOMIC_SEQ_CST));
+    CHECK(!__atomic_load_n(&wb.done, __ATOMIC_SEQ_CST));
+    CHECK(count_of(r, "ta") == 1 && count_of(r, "tb") == 1);
+    mw_sleep_us(10000);
+  }
+
   pthread_mutex_lock(&gate_mu);
   gate_closed = 0;
   pthread_cond_broadcast(&gate_cv);
   pthread_mutex_unlock(&gate_mu);
   CHECK(pthread_join(ta, 0) == 0);
   CHECK(pthread_join(tb, 0) == 0);
+  CHECK(pthread_join(th, 0) == 0);
+  CHECK_RC(wh.rc, SQLITE_OK);
   __atomic_store_n(&mw_fault_hook, (mw_fault_hook_fn)0, __ATOMIC_SEQ_CST);
   CHECK_RC(mw_compactor_start(db), SQLITE_OK);
   CHECK_RC(wa.rc, SQLITE_OK);
@@ -160,6 +210,7 @@ int main(void) {
   CHECK(count_of(r, "ta") == 2 && count_of(r, "tb") == 2);
   CHECK(tu_stat(b, MW_STAT_COMMIT_EPOCH) == tu_stat(a, MW_STAT_COMMIT_EPOCH) + 1);
   CHECK(tu_integrity_ok(r));
+  CHECK_RC(sqlite3_close(hc), SQLITE_OK);
   CHECK_RC(sqlite3_close(r), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
