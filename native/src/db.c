@@ -360,6 +360,142 @@ int mw_db_release(mw_db *db) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- reformat */
+
+/* 1 when page 1 is the one of a database nothing was ever written to (what
+** SQLite's newDatabase writes, in WAL mode): one page, no freelist, schema cookie,
+** schema format, cache size, encoding, user version, application id all 0, the
+** auto-vacuum fields 0 or 1, and an empty schema table. */
+static void put32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24);
+  p[1] = (unsigned char)(v >> 16);
+  p[2] = (unsigned char)(v >> 8);
+  p[3] = (unsigned char)v;
+}
+
+static int pristine(const unsigned char *p, uint32_t visible_size) {
+  if (visible_size > 1 || memcmp(p, "SQLite format 3", 16) != 0 || mw_get32(p + 28) > 1)
+    return 0;
+  for (int i = 32; i < 92; i++) {
+    if ((i >= 52 && i < 56) || (i >= 64 && i < 68)) continue;
+    if (p[i]) return 0;
+  }
+  if (mw_get32(p + 52) > 1 || mw_get32(p + 64) > 1) return 0;
+  return p[100] == 0x0D && p[103] == 0 && p[104] == 0;
+}
+
+/* One reformat at a time in the process: it stops and starts the compactor. */
+static mw_mutex reformat_mu = MW_MUTEX_INIT;
+
+static int reformat(mw_lane *l, int page_size, int autovac, int *pDone);
+
+int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
+  *pDone = 0;
+  if (l->in_snap || mw_guard_readonly(l->db->data)) return SQLITE_OK;
+  mw_mutex_lock(&reformat_mu);
+  int rc = reformat(l, page_size, autovac, pDone);
+  mw_mutex_unlock(&reformat_mu);
+  return rc;
+}
+
+static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
+  mw_db *db = l->db;
+  int newps = page_size ? page_size : db->page_size;
+  unsigned char *p1 = malloc((size_t)(newps > db->page_size ? newps : db->page_size));
+  if (p1 == 0) return SQLITE_NOMEM;
+  /* Nothing else may run on the database meanwhile: no compaction (the thread stops),
+  ** no transaction (none is in flight, and db->mu, held throughout, keeps new ones
+  ** from starting). */
+  mw_compactor_stop(db);
+  mw_mutex_lock(&db->mu);
+  int idle = db->active == 0 && db->assigned == db->visible && !db->broken && db->turn == 0;
+  for (mw_lane *x = db->lanes; x; x = x->next_in_db)
+    if (x->reg) idle = 0;
+  int rc = SQLITE_OK, n = 0;
+  unsigned char **bufs = 0;
+  if (idle) rc = mw_compact_all_locked(db);
+  if (idle && rc == SQLITE_OK) rc = mw_db_read_file(db, 1, p1, 0, 108);
+  int go = idle && rc == SQLITE_OK && pristine(p1, db->visible_size);
+  if (go) {
+    int cur = mw_get32(p1 + 52) ? (mw_get32(p1 + 64) ? 2 : 1) : 0;
+    int want = autovac < 0 ? cur : autovac;
+    go = (newps != db->page_size || want != cur) && newps - p1[20] >= 480;
+    autovac = want;
+  }
+  if (go && newps != db->page_size) {
+    /* Each lane's scratch page, allocated before anything changes. */
+    for (mw_lane *x = db->lanes; x; x = x->next_in_db) n++;
+    bufs = calloc((size_t)n, sizeof(*bufs));
+    for (int i = 0; bufs && i < n; i++)
+      if ((bufs[i] = malloc((size_t)newps)) == 0) rc = SQLITE_NOMEM;
+    if (bufs == 0) rc = SQLITE_NOMEM;
+    go = rc == SQLITE_OK;
+  }
+  if (go) {
+    /* The new page 1: the old header with the new page size and auto-vacuum fields,
+    ** a new change counter, and an empty schema table (SQLite's zeroPage). */
+    uint64_t epoch = db->visible + 1;
+    uint32_t counter = mw_get32(p1 + 24) + 1;
+    memset(p1 + 100, 0, (size_t)newps - 100);
+    p1[16] = (unsigned char)((newps >> 8) & 0xff);
+    p1[17] = (unsigned char)((newps >> 16) & 0xff);
+    put32(p1 + 24, counter);
+    put32(p1 + 28, 1);
+    put32(p1 + 52, autovac ? 1 : 0);
+    put32(p1 + 64, autovac == 2 ? 1 : 0);
+    put32(p1 + 92, counter);
+    p1[100] = 0x0D;
+    uint32_t usable = (uint32_t)newps - p1[20];
+    p1[105] = (unsigned char)((usable >> 8) & 0xff);
+    p1[106] = (unsigned char)(usable & 0xff);
+    /* The log first (empty, new page size): the file holds everything already, and a
+    ** crash from here on leaves an empty log of either page size, which opens fresh
+    ** over either page 1. */
+#if MW_USE_LOG
+    rc = mw_log_restart(db->log, newps, epoch);
+#endif
+    sqlite3_file *f = db->data;
+    if (rc == SQLITE_OK) rc = f->pMethods->xWrite(f, p1, newps, 0);
+    if (rc == SQLITE_OK) rc = f->pMethods->xTruncate(f, newps);
+    if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+    if (rc == SQLITE_OK) {
+      /* The file holds everything now: every version goes (nothing reads them). */
+      mw_store_free(&db->store);
+      rc = mw_store_init(&db->store, newps, db->opts.small ? 256u : 4096u);
+    }
+    if (rc == SQLITE_OK && newps != db->page_size) {
+      int i = 0;
+      for (mw_lane *x = db->lanes; x; x = x->next_in_db, i++) {
+        free(x->pgbuf);
+        x->pgbuf = bufs[i];
+        bufs[i] = 0;
+      }
+      db->page_size = newps;
+    }
+    if (rc == SQLITE_OK) {
+      db->assigned = db->visible = db->compacted = epoch;
+      __atomic_store_n(&db->oldest, epoch, __ATOMIC_RELEASE);
+      db->visible_size = 1;
+      db->visible_end = 0;
+#if MW_USE_LOG
+      db->log_bytes = mw_log_size(db->log);
+#endif
+      l->fmt_av = autovac;
+      *pDone = 1;
+    } else {
+      /* The file or the log is in a state this process no longer knows: nothing may
+      ** commit on it (a reopen recovers either page 1). */
+      db->broken = rc;
+    }
+  }
+  mw_mutex_unlock(&db->mu);
+  for (int i = 0; bufs && i < n; i++) free(bufs[i]);
+  free(bufs);
+  free(p1);
+  int rc2 = mw_compactor_start(db);
+  return rc != SQLITE_OK ? rc : rc2;
+}
+
 /* ---------------------------------------------------------------- snapshots */
 
 static void recompute_oldest_locked(mw_db *db) {

@@ -186,6 +186,13 @@ int mw_db_release(mw_db *db);
 /* 1 when zPath names an open engine database (by file identity: any of its names). */
 int mw_db_is_open(const char *zPath);
 
+/* PRAGMA page_size / auto_vacuum on a database nothing was written to yet: writes
+** it again, empty, with that page size (0: the same) and auto-vacuum mode (-1: the
+** same; 0 none, 1 full, 2 incremental), as SQLite would have created it. *pDone is 0
+** (and nothing changes) when the database is not empty, the settings are already
+** those, or a transaction of any lane is in flight. */
+int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone);
+
 /* Registers the lane in db->lanes (under db->mu). */
 void mw_db_add_lane(mw_db *db, mw_lane *l);
 void mw_db_remove_lane(mw_db *db, mw_lane *l);
@@ -209,6 +216,9 @@ int mw_compactor_start(mw_db *db);
 void mw_compactor_stop(mw_db *db);
 /* Compacts up to min(visible, oldest snapshot). Caller must not hold db->mu. */
 int mw_compact_now(mw_db *db, int final);
+/* Everything visible into the file, with db->mu held: only when no lane is in a
+** transaction and the compactor thread is stopped (the reformat, db.c). */
+int mw_compact_all_locked(mw_db *db);
 void mw_compact_kick(mw_db *db);
 
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
@@ -289,6 +299,10 @@ struct mw_lane {
   /* SQLite's page cache and the private WAL are kept across read-only transactions
   ** ("warm") while no other connection committed in between (lane.c). */
   int warm;                    /* the previous snapshot left SQLite's state valid */
+  int fmt_pending;             /* this lane reformatted the database (db.c) and its
+                                  SQLite has not read page 1 since: PRAGMA page_size
+                                  and auto_vacuum are answered by the engine */
+  int fmt_av;                  /* the auto-vacuum mode the reformat wrote */
   uint64_t last_snap;          /* snapshot epoch of the previous transaction */
   int last_nown;               /* commits of the previous transaction */
   int must_reset;              /* next snapshot starts cold whatever happened */
