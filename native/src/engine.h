@@ -100,7 +100,7 @@ void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visi
 /* One page to write back into the database file. */
 typedef struct mw_page_out { uint32_t pgno; unsigned char *img; } mw_page_out;
 /* Collects a copy of the newest version <= upto of every page changed after `since`.
-** *pOut is sqlite3_malloc'ed (free each img and the array with sqlite3_free). */
+** *pOut is malloc'ed (free each img and the array with free). */
 int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN);
 
 /* ---------------------------------------------------------------- page sets */
