@@ -454,8 +454,10 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
 #if MW_USE_LOG
     rc = mw_log_restart(db->log, newps, epoch);
 #endif
+    if (rc == SQLITE_OK) mw_crash_point("reformat_after_log");
     sqlite3_file *f = db->data;
     if (rc == SQLITE_OK) rc = f->pMethods->xWrite(f, p1, newps, 0);
+    if (rc == SQLITE_OK) mw_crash_point("reformat_after_write");
     if (rc == SQLITE_OK) rc = f->pMethods->xTruncate(f, newps);
     if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
     if (rc == SQLITE_OK) {

@@ -12,8 +12,45 @@
 **    file has it after close (a stock connection reads it); not while another
 **    connection is in a transaction; once the database has a table, a new size is
 **    ignored as stock SQLite ignores it;
-**  - compaction's memory is not SQLite's (sqlite3_memory_used, heap limits). */
+**  - compaction's memory is not SQLite's (sqlite3_memory_used, heap limits);
+**  - a crash inside that reformat leaves an empty database that opens. */
 #include "test_engine_util.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+/* A crash in the middle of the reformat (a child aborted at each of its crash
+** points) leaves the empty database of either page size, which opens, takes a table
+** and reads back through stock SQLite. */
+static void reformat_crash(const char *self, const char *dir, const char *point) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/crash-%s.db", dir, point);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    setenv("MW_CRASH_AT", point, 1);
+    const char *emu = getenv("MW_TEST_EMULATOR");
+    if (emu && *emu) execlp(emu, emu, self, "reformat-child", path, (char *)0);
+    else execl(self, self, "reformat-child", path, (char *)0);
+    _exit(4);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+  sqlite3 *db = tu_open(path, "");
+  int64_t ps = tu_int(db, "PRAGMA page_size");
+  CHECK(ps == 4096 || ps == 1024);
+  CHECK(tu_int(db, "SELECT count(*) FROM sqlite_schema") == 0);
+  CHECK(tu_integrity_ok(db));
+  tu_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(randomblob(3000))");
+  CHECK(tu_int(db, "PRAGMA page_size") == ps);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  sqlite3 *st = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(st));
+  CHECK(tu_int(st, "PRAGMA page_size") == ps && tu_int(st, "SELECT count(*) FROM t") == 1);
+  CHECK_RC(sqlite3_close(st), SQLITE_OK);
+  printf("test_engine_pragmas: crash at %s: page size %lld after the reopen\n", point, (long long)ps);
+}
 
 static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
   char *err = 0;
@@ -25,7 +62,13 @@ static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
   sqlite3_free(err);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "reformat-child") == 0) {
+    CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+    sqlite3 *c = tu_open(argv[2], "");
+    tu_exec(c, "PRAGMA page_size=1024"); /* aborts at MW_CRASH_AT */
+    return 0;
+  }
   CHECK_RC(sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 1), SQLITE_OK); /* before initialize */
   const char *path = tu_db_path("pragmas", "p.db");
   sqlite3 *db = tu_open(path, "");
@@ -144,6 +187,8 @@ int main(void) {
     fprintf(stderr, "memory high-water rose by %lld bytes at the last close\n", (long long)(hi2 - cur));
     exit(1);
   }
+  reformat_crash(argv[0], tu_dir, "reformat_after_log");
+  reformat_crash(argv[0], tu_dir, "reformat_after_write");
   tu_rmdir();
   printf("test_engine_pragmas: ok\n");
   return 0;
