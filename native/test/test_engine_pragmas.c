@@ -13,7 +13,9 @@
 **    connection is in a transaction; once the database has a table, a new size is
 **    ignored as stock SQLite ignores it;
 **  - compaction's memory is not SQLite's (sqlite3_memory_used, heap limits);
-**  - a crash inside that reformat leaves an empty database that opens. */
+**  - a crash inside that reformat leaves an empty database that opens;
+**  - the engine's VFS passes xSetSystemCall/xGetSystemCall/xNextSystemCall to its
+**    root VFS (SQLite's test_syscall.c overrides system calls that way). */
 #include "test_engine_util.h"
 
 #include <signal.h>
@@ -50,6 +52,33 @@ static void reformat_crash(const char *self, const char *dir, const char *point)
   CHECK(tu_int(st, "PRAGMA page_size") == ps && tu_int(st, "SELECT count(*) FROM t") == 1);
   CHECK_RC(sqlite3_close(st), SQLITE_OK);
   printf("test_engine_pragmas: crash at %s: page size %lld after the reopen\n", point, (long long)ps);
+}
+
+/* The root VFS's system calls through the engine's VFS (test_syscall.c needs them). */
+static int (*real_open)(const char *, int, int);
+static int opens;
+static int counting_open(const char *z, int f, int m) {
+  opens++;
+  return real_open(z, f, m);
+}
+
+static void syscalls(const char *dir) {
+  sqlite3_vfs *mw = sqlite3_vfs_find("multiwriter"), *ux = sqlite3_vfs_find("unix");
+  CHECK(mw != 0 && ux != 0 && mw->iVersion >= 3 && mw->xGetSystemCall && mw->xSetSystemCall &&
+        mw->xNextSystemCall);
+  CHECK(mw->xGetSystemCall(mw, "open") == ux->xGetSystemCall(ux, "open"));
+  CHECK(strcmp(mw->xNextSystemCall(mw, 0), ux->xNextSystemCall(ux, 0)) == 0);
+  real_open = (int (*)(const char *, int, int))mw->xGetSystemCall(mw, "open");
+  CHECK_RC(mw->xSetSystemCall(mw, "open", (sqlite3_syscall_ptr)counting_open), SQLITE_OK);
+  char path[400];
+  snprintf(path, sizeof path, "%s/sys.db", dir);
+  sqlite3 *db = tu_open(path, "");
+  tu_exec(db, "CREATE TABLE s(x)");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  CHECK(opens > 0);
+  CHECK_RC(mw->xSetSystemCall(mw, "open", 0), SQLITE_OK); /* the default again */
+  CHECK(mw->xGetSystemCall(mw, "open") == (sqlite3_syscall_ptr)real_open);
+  CHECK(mw->xSetSystemCall(mw, "no_such_call", 0) == SQLITE_NOTFOUND);
 }
 
 static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
@@ -187,6 +216,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "memory high-water rose by %lld bytes at the last close\n", (long long)(hi2 - cur));
     exit(1);
   }
+  syscalls(tu_dir);
   reformat_crash(argv[0], tu_dir, "reformat_after_log");
   reformat_crash(argv[0], tu_dir, "reformat_after_write");
   tu_rmdir();
