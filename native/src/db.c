@@ -215,6 +215,9 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     rc = mw_guard_unlock(db->data);
     if (rc == SQLITE_OK) rc = convert_to_wal(root, zPath, pzErr);
     if (rc == SQLITE_BUSY) refuse_in_use(zPath, pzErr);
+    /* Stock SQLite itself found no database in the file (vfs.c opens it as stock
+    ** SQLite would, and queries fail with "file is not a database"). */
+    if ((rc & 0xff) == SQLITE_NOTADB) rc = MW_RC_NOT_A_DATABASE;
     if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
   }
   if (rc != SQLITE_OK) {

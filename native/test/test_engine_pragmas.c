@@ -15,7 +15,9 @@
 **  - compaction's memory is not SQLite's (sqlite3_memory_used, heap limits);
 **  - a crash inside that reformat leaves an empty database that opens;
 **  - the engine's VFS passes xSetSystemCall/xGetSystemCall/xNextSystemCall to its
-**    root VFS (SQLite's test_syscall.c overrides system calls that way). */
+**    root VFS (SQLite's test_syscall.c overrides system calls that way);
+**  - a file that is not a database opens, and fails at the first query with
+**    SQLITE_NOTADB, as with stock SQLite (it was refused at open). */
 #include "test_engine_util.h"
 
 #include <signal.h>
@@ -79,6 +81,34 @@ static void syscalls(const char *dir) {
   CHECK_RC(mw->xSetSystemCall(mw, "open", 0), SQLITE_OK); /* the default again */
   CHECK(mw->xGetSystemCall(mw, "open") == (sqlite3_syscall_ptr)real_open);
   CHECK(mw->xSetSystemCall(mw, "no_such_call", 0) == SQLITE_NOTFOUND);
+}
+
+/* A file that is not a database opens as with stock SQLite: sqlite3_open succeeds,
+** the first query fails with SQLITE_NOTADB, the file is left as it was; once
+** replaced by nothing, the same name opens through the engine. */
+static void not_a_database(const char *dir) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/text.db", dir);
+  char text[600];
+  memset(text, 'x', sizeof text);
+  FILE *f = fopen(path, "wb");
+  CHECK(f != 0 && fwrite(text, 1, sizeof text, f) == sizeof text && fclose(f) == 0);
+  sqlite3 *db = tu_open(path, "");
+  CHECK(tu_try(db, "SELECT count(*) FROM sqlite_schema") == SQLITE_NOTADB);
+  CHECK(strstr(sqlite3_errmsg(db), "file is not a database") != 0);
+  CHECK(tu_try(db, "CREATE TABLE t(x)") == SQLITE_NOTADB);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  char back[700];
+  f = fopen(path, "rb");
+  CHECK(f != 0);
+  size_t n = fread(back, 1, sizeof back, f);
+  fclose(f);
+  CHECK(n == sizeof text && memcmp(back, text, sizeof text) == 0);
+  CHECK(unlink(path) == 0);
+  db = tu_open(path, "");
+  CHECK(tu_stat(db, MW_STAT_ENGINE) == 1);
+  tu_exec(db, "CREATE TABLE t(x)");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
 }
 
 static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
@@ -217,6 +247,7 @@ int main(int argc, char **argv) {
     exit(1);
   }
   syscalls(tu_dir);
+  not_a_database(tu_dir);
   reformat_crash(argv[0], tu_dir, "reformat_after_log");
   reformat_crash(argv[0], tu_dir, "reformat_after_write");
   tu_rmdir();
