@@ -111,7 +111,9 @@ static void check_rows(sqlite3 *db, worker *ws) {
 static void run_mode(const char *dir, int mode) {
   char path[400];
   snprintf(path, sizeof path, "%s/av%d.db", dir, mode);
-  sqlite3 *db = tu_open(path, "");
+  /* A 1 MiB log: compactions run (and truncate the file) while the workers shrink and
+  ** grow the database. */
+  sqlite3 *db = tu_open(path, "mw_log_max_mb=1");
   tu_exec(db, mode == 1 ? "PRAGMA auto_vacuum=FULL" : "PRAGMA auto_vacuum=INCREMENTAL");
   CHECK(tu_int(db, "PRAGMA auto_vacuum") == mode);
   tu_exec(db, "PRAGMA page_size=1024"); /* many pages, many pointer-map entries */
@@ -147,16 +149,24 @@ static void run_mode(const char *dir, int mode) {
   ws[0].sum = 1;
   CHECK(tu_integrity_ok(db));
   check_rows(db, ws);
+  CHECK(tu_stat(db, MW_STAT_COMPACTIONS) > 2);
   int64_t retries = 0;
   for (int i = 0; i < WORKERS; i++) retries += ws[i].retries;
-  printf("test_engine_autovacuum: mode %d: %lld pages at the end of the run, %lld retries\n",
-         mode, (long long)pages, (long long)retries);
+  printf("test_engine_autovacuum: mode %d: %lld pages at the end of the run, %lld retries, "
+         "%lld compactions\n", mode, (long long)pages, (long long)retries,
+         (long long)tu_stat(db, MW_STAT_COMPACTIONS));
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
 
   /* Stock SQLite reads the file after the last close: the mode, the rows. */
   sqlite3 *st = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_integrity_ok(st));
   CHECK(tu_int(st, "PRAGMA auto_vacuum") == mode);
+  /* The compactions truncated the file to the database's size. */
+  FILE *f = fopen(path, "rb");
+  CHECK(f != 0 && fseek(f, 0, SEEK_END) == 0);
+  long bytes = ftell(f);
+  fclose(f);
+  CHECK(bytes == (long)tu_int(st, "PRAGMA page_count") * 1024);
   CHECK(tu_int(st, "PRAGMA page_size") == 1024);
   check_rows(st, ws);
   CHECK_RC(sqlite3_close(st), SQLITE_OK);
