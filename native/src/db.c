@@ -365,10 +365,6 @@ int mw_db_release(mw_db *db) {
 
 /* ---------------------------------------------------------------- reformat */
 
-/* 1 when page 1 is the one of a database nothing was ever written to (what
-** SQLite's newDatabase writes, in WAL mode): one page, no freelist, schema cookie,
-** schema format, cache size, encoding, user version, application id all 0, the
-** auto-vacuum fields 0 or 1, and an empty schema table. */
 static void put32(unsigned char *p, uint32_t v) {
   p[0] = (unsigned char)(v >> 24);
   p[1] = (unsigned char)(v >> 16);
@@ -376,6 +372,10 @@ static void put32(unsigned char *p, uint32_t v) {
   p[3] = (unsigned char)v;
 }
 
+/* 1 when page 1 is the one of a database nothing was ever written to (what
+** SQLite's newDatabase writes, in WAL mode): one page, no freelist, schema cookie,
+** schema format, cache size, encoding, user version, application id all 0, the
+** auto-vacuum fields 0 or 1, and an empty schema table. */
 static int pristine(const unsigned char *p, uint32_t visible_size) {
   if (visible_size > 1 || memcmp(p, "SQLite format 3", 16) != 0 || mw_get32(p + 28) > 1)
     return 0;
@@ -395,6 +395,12 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone);
 int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   *pDone = 0;
   if (l->in_snap || mw_guard_readonly(l->db->data)) return SQLITE_OK;
+  /* A database of more than one page has content: nothing to do, and nothing stopped
+  ** or compacted for it (checked again under the lock below). */
+  mw_mutex_lock(&l->db->mu);
+  uint32_t pages = l->db->visible_size;
+  mw_mutex_unlock(&l->db->mu);
+  if (pages > 1) return SQLITE_OK;
   mw_mutex_lock(&reformat_mu);
   int rc = reformat(l, page_size, autovac, pDone);
   mw_mutex_unlock(&reformat_mu);
