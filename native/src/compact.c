@@ -89,20 +89,6 @@ int mw_compact_now(mw_db *db, int final) {
   return rc;
 }
 
-int mw_compact_all_locked(mw_db *db) {
-  if (db->broken) return db->broken;
-  uint64_t m = db->visible, since = db->compacted;
-  if (m <= since) return SQLITE_OK;
-  db->compacting = m;
-  int rc = compact_to(db, since, m, db->visible_end);
-  db->compacting = 0;
-  if (rc == SQLITE_OK) {
-    db->compacted = m;
-    db->compactions++;
-  }
-  return rc;
-}
-
 /* Writes the newest version <= m of every page changed after `since` into the
 ** file, syncs it, and moves the log's base to m. */
 static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {

@@ -413,37 +413,31 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   unsigned char *p1 = malloc((size_t)(newps > db->page_size ? newps : db->page_size));
   if (p1 == 0) return SQLITE_NOMEM;
   /* Nothing else may run on the database meanwhile: no compaction (the thread stops),
-  ** no transaction (none is in flight, and db->mu, held throughout, keeps new ones
-  ** from starting). */
+  ** no transaction: none is in flight, and db->frozen keeps new ones (and the
+  ** momentary snapshots of reads outside one) waiting until the end. db->mu is not
+  ** held meanwhile: the store's stripes are taken before db->mu everywhere. */
   mw_compactor_stop(db);
   mw_mutex_lock(&db->mu);
-  int idle = db->active == 0 && db->assigned == db->visible && !db->broken && db->turn == 0;
+  int idle = db->active == 0 && db->assigned == db->visible && !db->broken && db->turn == 0 &&
+             db->visible_size <= 1;
   for (mw_lane *x = db->lanes; x; x = x->next_in_db)
     if (x->reg) idle = 0;
-  int rc = SQLITE_OK, n = 0;
-  unsigned char **bufs = 0;
-  if (idle) rc = mw_compact_all_locked(db);
+  if (idle) db->frozen = 1;
+  mw_mutex_unlock(&db->mu);
+  int rc = SQLITE_OK, go = 0;
+  uint64_t epoch = 0;
+  if (idle) rc = mw_compact_now(db, 1);
   if (idle && rc == SQLITE_OK) rc = mw_db_read_file(db, 1, p1, 0, 108);
-  int go = idle && rc == SQLITE_OK && pristine(p1, db->visible_size);
-  if (go) {
+  if (idle && rc == SQLITE_OK && pristine(p1, db->visible_size)) {
     int cur = mw_get32(p1 + 52) ? (mw_get32(p1 + 64) ? 2 : 1) : 0;
     int want = autovac < 0 ? cur : autovac;
     go = (newps != db->page_size || want != cur) && newps - p1[20] >= 480;
     autovac = want;
   }
-  if (go && newps != db->page_size) {
-    /* Each lane's scratch page, allocated before anything changes. */
-    for (mw_lane *x = db->lanes; x; x = x->next_in_db) n++;
-    bufs = calloc((size_t)n, sizeof(*bufs));
-    for (int i = 0; bufs && i < n; i++)
-      if ((bufs[i] = malloc((size_t)newps)) == 0) rc = SQLITE_NOMEM;
-    if (bufs == 0) rc = SQLITE_NOMEM;
-    go = rc == SQLITE_OK;
-  }
   if (go) {
     /* The new page 1: the old header with the new page size and auto-vacuum fields,
     ** a new change counter, and an empty schema table (SQLite's zeroPage). */
-    uint64_t epoch = db->visible + 1;
+    epoch = db->visible + 1;
     uint32_t counter = mw_get32(p1 + 24) + 1;
     memset(p1 + 100, 0, (size_t)newps - 100);
     p1[16] = (unsigned char)((newps >> 8) & 0xff);
@@ -474,34 +468,29 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
       mw_store_free(&db->store);
       rc = mw_store_init(&db->store, newps, db->opts.small ? 256u : 4096u);
     }
-    if (rc == SQLITE_OK && newps != db->page_size) {
-      int i = 0;
-      for (mw_lane *x = db->lanes; x; x = x->next_in_db, i++) {
-        free(x->pgbuf);
-        x->pgbuf = bufs[i];
-        bufs[i] = 0;
-      }
-      db->page_size = newps;
-    }
-    if (rc == SQLITE_OK) {
-      db->assigned = db->visible = db->compacted = epoch;
-      __atomic_store_n(&db->oldest, epoch, __ATOMIC_RELEASE);
-      db->visible_size = 1;
-      db->visible_end = 0;
+  }
+  mw_mutex_lock(&db->mu);
+  if (go && rc == SQLITE_OK) {
+    db->page_size = newps; /* every lane's scratch page holds the largest size */
+    db->assigned = db->visible = db->compacted = epoch;
+    __atomic_store_n(&db->oldest, epoch, __ATOMIC_RELEASE);
+    db->visible_size = 1;
+    db->visible_end = 0;
 #if MW_USE_LOG
-      db->log_bytes = mw_log_size(db->log);
+    db->log_bytes = mw_log_size(db->log);
 #endif
-      l->fmt_av = autovac;
-      *pDone = 1;
-    } else {
-      /* The file or the log is in a state this process no longer knows: nothing may
-      ** commit on it (a reopen recovers either page 1). */
-      db->broken = rc;
-    }
+    l->fmt_av = autovac;
+    *pDone = 1;
+  } else if (go) {
+    /* The file or the log is in a state this process no longer knows: nothing may
+    ** commit on it (a reopen recovers either page 1). */
+    db->broken = rc;
+  }
+  if (idle) {
+    db->frozen = 0;
+    mw_cond_broadcast(&db->cv);
   }
   mw_mutex_unlock(&db->mu);
-  for (int i = 0; bufs && i < n; i++) free(bufs[i]);
-  free(bufs);
   free(p1);
   int rc2 = mw_compactor_start(db);
   return rc != SQLITE_OK ? rc : rc2;
@@ -543,6 +532,7 @@ static void snapshot_register_locked(mw_db *db, mw_lane *l, uint64_t *pSnap, uin
 
 void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_mutex_lock(&db->mu);
+  while (db->frozen) mw_cond_wait(&db->cv, &db->mu);
   snapshot_register_locked(db, l, pSnap, pSize);
   mw_mutex_unlock(&db->mu);
 }
@@ -560,6 +550,7 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;
   l->counted = 1;
+  while (db->frozen) mw_cond_wait(&db->cv, &db->mu); /* a reformat (after the turn's waits) */
   snapshot_register_locked(db, l, pSnap, pSize);
   mw_mutex_unlock(&db->mu);
 }

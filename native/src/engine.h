@@ -163,6 +163,8 @@ struct mw_db {
   uint64_t turn_since;         /* when the head became the head (ns) */
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
+  int frozen;                  /* a reformat runs (db.c): no snapshot starts, they wait
+                                  on cv */
 
   /* compactor */
   mw_cond kick_cv;             /* wakes the compactor (under db->mu) */
@@ -222,9 +224,6 @@ int mw_compactor_start(mw_db *db);
 void mw_compactor_stop(mw_db *db);
 /* Compacts up to min(visible, oldest snapshot). Caller must not hold db->mu. */
 int mw_compact_now(mw_db *db, int final);
-/* Everything visible into the file, with db->mu held: only when no lane is in a
-** transaction and the compactor thread is stopped (the reformat, db.c). */
-int mw_compact_all_locked(mw_db *db);
 void mw_compact_kick(mw_db *db);
 
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
@@ -300,7 +299,7 @@ struct mw_lane {
   int nown, cap_own;
   mw_pageset rs;               /* read set: every page SQLite may hold from this
                                   snapshot or, while warm, from earlier ones */
-  unsigned char *pgbuf;        /* one page, scratch */
+  unsigned char *pgbuf;        /* one page of the largest size (65536), scratch */
 
   /* SQLite's page cache and the private WAL are kept across read-only transactions
   ** ("warm") while no other connection committed in between (lane.c). */

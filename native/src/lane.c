@@ -421,7 +421,8 @@ int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, 
   mw_db *db = 0;
   rc = mw_db_acquire(root, zName, o, &db, pzErr);
   if (rc == SQLITE_OK) {
-    l->pgbuf = malloc((size_t)db->page_size);
+    /* The largest page size: a reformat (db.c) may change the database's. */
+    l->pgbuf = malloc(65536);
     if (l->pgbuf == 0) {
       mw_db_release(db);
       rc = SQLITE_NOMEM;
