@@ -215,9 +215,11 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     rc = mw_guard_unlock(db->data);
     if (rc == SQLITE_OK) rc = convert_to_wal(root, zPath, pzErr);
     if (rc == SQLITE_BUSY) refuse_in_use(zPath, pzErr);
-    /* Stock SQLite itself found no database in the file (vfs.c opens it as stock
-    ** SQLite would, and queries fail with "file is not a database"). */
-    if ((rc & 0xff) == SQLITE_NOTADB) rc = MW_RC_NOT_A_DATABASE;
+    /* Stock SQLite itself found no database in the file, or may only read it (a
+    ** write version above 2, a file it cannot write): the engine cannot take it, and
+    ** vfs.c opens it as stock SQLite would (queries fail with "file is not a
+    ** database", or reads work and writes fail with SQLITE_READONLY). */
+    if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_READONLY) rc = MW_RC_STOCK_OPEN;
     if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
   }
   if (rc != SQLITE_OK) {
@@ -234,6 +236,12 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   int pgsz = (hdr[16] << 8) | hdr[17];
   if (pgsz == 1) pgsz = 65536;
   if (pgsz < 512 || (pgsz & (pgsz - 1)) || hdr[18] != 2 || hdr[19] != 2) {
+    /* A write version above 2 (and a read version SQLite reads): stock SQLite opens
+    ** the file read-only, and so it is opened (vfs.c), unless a log is to replay. */
+    if (!have_log && pgsz >= 512 && !(pgsz & (pgsz - 1)) && hdr[18] > 2 && hdr[19] <= 2) {
+      db_free(db);
+      return MW_RC_STOCK_OPEN;
+    }
     if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: %s is not a WAL-mode database", zPath);
     db_free(db);
     return SQLITE_NOTADB;

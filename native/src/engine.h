@@ -116,11 +116,12 @@ void mw_pageset_free(mw_pageset *s);
 
 /* ---------------------------------------------------------------- database */
 typedef struct mw_lane mw_lane;
-/* From mw_db_acquire: the file is not a database (stock SQLite's conversion said
-** so); nothing of the engine was kept. vfs.c then opens the file through the root
-** VFS, as stock SQLite would: it reads as "file is not a database" at the first
-** query, and stock SQLite never writes such a file. */
-#define MW_RC_NOT_A_DATABASE (SQLITE_NOTADB | (0x6d << 8))
+/* From mw_db_acquire: the file is not a database, or stock SQLite may only read it
+** (its conversion to WAL said SQLITE_NOTADB or SQLITE_READONLY); nothing of the
+** engine was kept. vfs.c then opens the file through the root VFS, as stock SQLite
+** would: "file is not a database" at the first query, or reads that work and writes
+** refused with SQLITE_READONLY. Stock SQLite writes neither kind of file. */
+#define MW_RC_STOCK_OPEN (SQLITE_NOTADB | (0x6d << 8))
 
 typedef struct mw_db mw_db;
 

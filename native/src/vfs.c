@@ -251,9 +251,10 @@ static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, in
       p->real = real_of(p);
       rc = mw_lane_create(p, root, zName, flags, pOut, &o, &err);
       if (rc == SQLITE_OK) return SQLITE_OK;
-      if (rc == MW_RC_NOT_A_DATABASE) {
-        /* Not a database: opened as stock SQLite opens it (sqlite3_open succeeds,
-        ** queries fail with SQLITE_NOTADB), not refused at open. */
+      if (rc == MW_RC_STOCK_OPEN) {
+        /* Not a database, or read-only for SQLite: opened as stock SQLite opens it
+        ** (sqlite3_open succeeds; queries fail with SQLITE_NOTADB, or reads work and
+        ** writes fail with SQLITE_READONLY), not refused at open. */
         sqlite3_free(err);
         memset(p, 0, sizeof(*p));
         return root->xOpen(root, zName, f, flags, pOut);

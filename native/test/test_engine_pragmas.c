@@ -17,7 +17,8 @@
 **  - the engine's VFS passes xSetSystemCall/xGetSystemCall/xNextSystemCall to its
 **    root VFS (SQLite's test_syscall.c overrides system calls that way);
 **  - a file that is not a database opens, and fails at the first query with
-**    SQLITE_NOTADB, as with stock SQLite (it was refused at open). */
+**    SQLITE_NOTADB, as with stock SQLite (it was refused at open); one whose write
+**    version makes it read-only to SQLite opens read-only, as with stock SQLite. */
 #include "test_engine_util.h"
 
 #include <signal.h>
@@ -109,6 +110,28 @@ static void not_a_database(const char *dir) {
   CHECK(tu_stat(db, MW_STAT_ENGINE) == 1);
   tu_exec(db, "CREATE TABLE t(x)");
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
+}
+
+/* A database whose header's write version is 3 is read-only to SQLite: the engine
+** cannot convert it, and opens it as stock SQLite does (reads work, writes fail with
+** SQLITE_READONLY) instead of refusing the open. */
+static void read_only_version(const char *dir, int wal) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/ro%d.db", dir, wal);
+  sqlite3 *st = tu_open_stock(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (wal) tu_exec(st, "PRAGMA journal_mode=WAL"); /* read version 2 in the header */
+  tu_exec(st, "CREATE TABLE t(x); INSERT INTO t VALUES(7)");
+  CHECK_RC(sqlite3_close(st), SQLITE_OK);
+  FILE *f = fopen(path, "r+b");
+  CHECK(f != 0 && fseek(f, 18, SEEK_SET) == 0 && fputc(3, f) == 3 && fclose(f) == 0);
+  sqlite3 *db = tu_open(path, "");
+  CHECK(tu_int(db, "SELECT x FROM t") == 7);
+  CHECK(sqlite3_db_readonly(db, "main") == 1);
+  CHECK(tu_try(db, "INSERT INTO t VALUES(8)") == SQLITE_READONLY);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  f = fopen(path, "rb");
+  CHECK(f != 0 && fseek(f, 18, SEEK_SET) == 0 && fgetc(f) == 3);
+  fclose(f);
 }
 
 static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
@@ -248,6 +271,8 @@ int main(int argc, char **argv) {
   }
   syscalls(tu_dir);
   not_a_database(tu_dir);
+  read_only_version(tu_dir, 0);
+  read_only_version(tu_dir, 1);
   reformat_crash(argv[0], tu_dir, "reformat_after_log");
   reformat_crash(argv[0], tu_dir, "reformat_after_write");
   tu_rmdir();
