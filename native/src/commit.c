@@ -475,6 +475,13 @@ static int validate(commit *c) {
     ** a commit that does not write page 1 keeps the newest size, not the one of
     ** its older snapshot (which would cut off pages that others added). */
     if (!c->writes_page1) c->db_pages = newest_size;
+    /* A page past that end was cut off since the snapshot (auto-vacuum shrinks the
+    ** database): a commit that does not write page 1 cannot bring it back, so its
+    ** write there would be lost. */
+    if (!c->writes_page1 && c->nw > 0 && c->wp[c->nw - 1] > c->db_pages) {
+      c->conflict = MW_STAT_CONFLICT_WRITE;
+      return SQLITE_OK;
+    }
     if (c->relocated) c->db_pages = c->grown;
     return SQLITE_OK;
   }

@@ -147,8 +147,8 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
       rc = f->pMethods->xTruncate(f, (sqlite3_int64)size * pgsz);
   }
   if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
-  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);
-  sqlite3_free(pages);
+  for (int i = 0; i < n; i++) free(pages[i].img);
+  free(pages);
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("compact_before_log");
 #if MW_USE_LOG

@@ -238,6 +238,11 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     rc = mw_guard_unlock(db->data);
     if (rc == SQLITE_OK) rc = convert_to_wal(root, zPath, pzErr);
     if (rc == SQLITE_BUSY) refuse_in_use(zPath, o->mp, pzErr);
+    /* Stock SQLite itself found no database in the file, or may only read it (a
+    ** write version above 2, a file it cannot write): the engine cannot take it, and
+    ** vfs.c opens it as stock SQLite would (queries fail with "file is not a
+    ** database", or reads work and writes fail with SQLITE_READONLY). */
+    if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_READONLY) rc = MW_RC_STOCK_OPEN;
     if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
   }
   if (rc != SQLITE_OK) {
@@ -254,6 +259,12 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   int pgsz = (hdr[16] << 8) | hdr[17];
   if (pgsz == 1) pgsz = 65536;
   if (pgsz < 512 || (pgsz & (pgsz - 1)) || hdr[18] != 2 || hdr[19] != 2) {
+    /* A write version above 2 (and a read version SQLite reads): stock SQLite opens
+    ** the file read-only, and so it is opened (vfs.c), unless a log is to replay. */
+    if (!have_log && pgsz >= 512 && !(pgsz & (pgsz - 1)) && hdr[18] > 2 && hdr[19] <= 2) {
+      db_free(db);
+      return MW_RC_STOCK_OPEN;
+    }
     if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: %s is not a WAL-mode database", zPath);
     db_free(db);
     return SQLITE_NOTADB;
@@ -410,6 +421,142 @@ int mw_db_release(mw_db *db) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- reformat */
+
+static void put32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24);
+  p[1] = (unsigned char)(v >> 16);
+  p[2] = (unsigned char)(v >> 8);
+  p[3] = (unsigned char)v;
+}
+
+/* 1 when page 1 is the one of a database nothing was ever written to (what
+** SQLite's newDatabase writes, in WAL mode): one page, no freelist, schema cookie,
+** schema format, cache size, encoding, user version, application id all 0, the
+** auto-vacuum fields 0 or 1, and an empty schema table. */
+static int pristine(const unsigned char *p, uint32_t visible_size) {
+  if (visible_size > 1 || memcmp(p, "SQLite format 3", 16) != 0 || mw_get32(p + 28) > 1)
+    return 0;
+  for (int i = 32; i < 92; i++) {
+    if ((i >= 52 && i < 56) || (i >= 64 && i < 68)) continue;
+    if (p[i]) return 0;
+  }
+  if (mw_get32(p + 52) > 1 || mw_get32(p + 64) > 1) return 0;
+  return p[100] == 0x0D && p[103] == 0 && p[104] == 0;
+}
+
+/* One reformat at a time in the process: it stops and starts the compactor. */
+static mw_mutex reformat_mu = MW_MUTEX_INIT;
+
+static int reformat(mw_lane *l, int page_size, int autovac, int *pDone);
+
+int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
+  *pDone = 0;
+  if (l->in_snap || mw_guard_readonly(l->db->data)) return SQLITE_OK;
+  /* A database of more than one page has content: nothing to do, and nothing stopped
+  ** or compacted for it (checked again under the lock below). */
+  mw_mutex_lock(&l->db->mu);
+  uint32_t pages = l->db->visible_size;
+  mw_mutex_unlock(&l->db->mu);
+  if (pages > 1) return SQLITE_OK;
+  /* mw_mp=1: other processes hold the log and their own stores of this file; an
+  ** empty database is not written again under them (lane.c says so). */
+  if (l->db->mp) return SQLITE_MISUSE;
+  mw_mutex_lock(&reformat_mu);
+  int rc = reformat(l, page_size, autovac, pDone);
+  mw_mutex_unlock(&reformat_mu);
+  return rc;
+}
+
+static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
+  mw_db *db = l->db;
+  int newps = page_size ? page_size : db->page_size;
+  unsigned char *p1 = malloc((size_t)(newps > db->page_size ? newps : db->page_size));
+  if (p1 == 0) return SQLITE_NOMEM;
+  /* Nothing else may run on the database meanwhile: no compaction (the thread stops),
+  ** no transaction: none is in flight, and db->frozen keeps new ones (and the
+  ** momentary snapshots of reads outside one) waiting until the end. db->mu is not
+  ** held meanwhile: the store's stripes are taken before db->mu everywhere. */
+  mw_compactor_stop(db);
+  mw_mutex_lock(&db->mu);
+  int idle = db->active == 0 && db->assigned == db->visible && !db->broken && db->turn == 0 &&
+             db->visible_size <= 1;
+  for (mw_lane *x = db->lanes; x; x = x->next_in_db)
+    if (x->reg) idle = 0;
+  if (idle) db->frozen = 1;
+  mw_mutex_unlock(&db->mu);
+  int rc = SQLITE_OK, go = 0;
+  uint64_t epoch = 0;
+  if (idle) rc = mw_compact_now(db, 1);
+  if (idle && rc == SQLITE_OK) rc = mw_db_read_file(db, 1, p1, 0, 108);
+  if (idle && rc == SQLITE_OK && pristine(p1, db->visible_size)) {
+    int cur = mw_get32(p1 + 52) ? (mw_get32(p1 + 64) ? 2 : 1) : 0;
+    int want = autovac < 0 ? cur : autovac;
+    go = (newps != db->page_size || want != cur) && newps - p1[20] >= 480;
+    autovac = want;
+  }
+  if (go) {
+    /* The new page 1: the old header with the new page size and auto-vacuum fields,
+    ** a new change counter, and an empty schema table (SQLite's zeroPage). */
+    epoch = db->visible + 1;
+    uint32_t counter = mw_get32(p1 + 24) + 1;
+    memset(p1 + 100, 0, (size_t)newps - 100);
+    p1[16] = (unsigned char)((newps >> 8) & 0xff);
+    p1[17] = (unsigned char)((newps >> 16) & 0xff);
+    put32(p1 + 24, counter);
+    put32(p1 + 28, 1);
+    put32(p1 + 52, autovac ? 1 : 0);
+    put32(p1 + 64, autovac == 2 ? 1 : 0);
+    put32(p1 + 92, counter);
+    p1[100] = 0x0D;
+    uint32_t usable = (uint32_t)newps - p1[20];
+    p1[105] = (unsigned char)((usable >> 8) & 0xff);
+    p1[106] = (unsigned char)(usable & 0xff);
+    /* The log first (empty, new page size): the file holds everything already, and a
+    ** crash from here on leaves an empty log of either page size, which opens fresh
+    ** over either page 1. */
+#if MW_USE_LOG
+    rc = mw_log_restart(db->log, newps, epoch);
+#endif
+    if (rc == SQLITE_OK) mw_crash_point("reformat_after_log");
+    sqlite3_file *f = db->data;
+    if (rc == SQLITE_OK) rc = f->pMethods->xWrite(f, p1, newps, 0);
+    if (rc == SQLITE_OK) mw_crash_point("reformat_after_write");
+    if (rc == SQLITE_OK) rc = f->pMethods->xTruncate(f, newps);
+    if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+    if (rc == SQLITE_OK) {
+      /* The file holds everything now: every version goes (nothing reads them). */
+      mw_store_free(&db->store);
+      rc = mw_store_init(&db->store, newps, db->opts.small ? 256u : 4096u);
+    }
+  }
+  mw_mutex_lock(&db->mu);
+  if (go && rc == SQLITE_OK) {
+    db->page_size = newps; /* every lane's scratch page holds the largest size */
+    db->assigned = db->visible = db->compacted = epoch;
+    __atomic_store_n(&db->oldest, epoch, __ATOMIC_RELEASE);
+    db->visible_size = 1;
+    db->visible_end = 0;
+#if MW_USE_LOG
+    db->log_bytes = mw_log_size(db->log);
+#endif
+    l->fmt_av = autovac;
+    *pDone = 1;
+  } else if (go) {
+    /* The file or the log is in a state this process no longer knows: nothing may
+    ** commit on it (a reopen recovers either page 1). */
+    db->broken = rc;
+  }
+  if (idle) {
+    db->frozen = 0;
+    mw_cond_broadcast(&db->cv);
+  }
+  mw_mutex_unlock(&db->mu);
+  free(p1);
+  int rc2 = mw_compactor_start(db);
+  return rc != SQLITE_OK ? rc : rc2;
+}
+
 /* ---------------------------------------------------------------- snapshots */
 
 static void recompute_oldest_locked(mw_db *db) {
@@ -449,6 +596,7 @@ static void snapshot_register_locked(mw_db *db, mw_lane *l, uint64_t *pSnap, uin
 void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   if (db->mp) mw_mp_refresh(db); /* the other processes' commits first */
   mw_mutex_lock(&db->mu);
+  while (db->frozen) mw_cond_wait(&db->cv, &db->mu);
   snapshot_register_locked(db, l, pSnap, pSize);
   mw_mutex_unlock(&db->mu);
 }
@@ -486,6 +634,7 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;
   l->counted = 1;
+  while (db->frozen) mw_cond_wait(&db->cv, &db->mu); /* a reformat (after the turn's waits) */
   snapshot_register_locked(db, l, pSnap, pSize);
   /* The turn holder runs on the installed prefix: the commits of the holders before
   ** it that are validated and installed but wait for their group sync. Nothing of

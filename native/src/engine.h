@@ -102,7 +102,7 @@ void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visi
 /* One page to write back into the database file. */
 typedef struct mw_page_out { uint32_t pgno; unsigned char *img; } mw_page_out;
 /* Collects a copy of the newest version <= upto of every page changed after `since`.
-** *pOut is sqlite3_malloc'ed (free each img and the array with sqlite3_free). */
+** *pOut is malloc'ed (free each img and the array with free). */
 int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN);
 
 /* ---------------------------------------------------------------- page sets */
@@ -118,6 +118,13 @@ void mw_pageset_free(mw_pageset *s);
 
 /* ---------------------------------------------------------------- database */
 typedef struct mw_lane mw_lane;
+/* From mw_db_acquire: the file is not a database, or stock SQLite may only read it
+** (its conversion to WAL said SQLITE_NOTADB or SQLITE_READONLY); nothing of the
+** engine was kept. vfs.c then opens the file through the root VFS, as stock SQLite
+** would: "file is not a database" at the first query, or reads that work and writes
+** refused with SQLITE_READONLY. Stock SQLite writes neither kind of file. */
+#define MW_RC_STOCK_OPEN (SQLITE_NOTADB | (0x6d << 8))
+
 typedef struct mw_db mw_db;
 typedef struct mw_mp mw_mp;
 
@@ -167,6 +174,8 @@ struct mw_db {
                                   transactions wait for it (turn.c) */
   int active;                  /* lanes in a transaction snapshot */
   int broken;                  /* a log write or sync failed: every commit fails */
+  int frozen;                  /* a reformat runs (db.c): no snapshot starts, they wait
+                                  on cv */
 
   /* compactor: a job of the shared background workers (background.c) */
   mw_bg_job compactor;
@@ -196,6 +205,13 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
 int mw_db_release(mw_db *db);
 /* 1 when zPath names an open engine database (by file identity: any of its names). */
 int mw_db_is_open(const char *zPath);
+
+/* PRAGMA page_size / auto_vacuum on a database nothing was written to yet: writes
+** it again, empty, with that page size (0: the same) and auto-vacuum mode (-1: the
+** same; 0 none, 1 full, 2 incremental), as SQLite would have created it. *pDone is 0
+** (and nothing changes) when the database is not empty, the settings are already
+** those, or a transaction of any lane is in flight. */
+int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone);
 
 /* Registers the lane in db->lanes (under db->mu). */
 void mw_db_add_lane(mw_db *db, mw_lane *l);
@@ -347,11 +363,15 @@ struct mw_lane {
   int nown, cap_own;
   mw_pageset rs;               /* read set: every page SQLite may hold from this
                                   snapshot or, while warm, from earlier ones */
-  unsigned char *pgbuf;        /* one page, scratch */
+  unsigned char *pgbuf;        /* one page of the largest size (65536), scratch */
 
   /* SQLite's page cache and the private WAL are kept across read-only transactions
   ** ("warm") while no other connection committed in between (lane.c). */
   int warm;                    /* the previous snapshot left SQLite's state valid */
+  int fmt_pending;             /* this lane reformatted the database (db.c) and its
+                                  SQLite has not read page 1 since: PRAGMA page_size
+                                  and auto_vacuum are answered by the engine */
+  int fmt_av;                  /* the auto-vacuum mode the reformat wrote */
   uint64_t last_snap;          /* snapshot epoch of the previous transaction */
   int last_nown;               /* commits of the previous transaction */
   int must_reset;              /* next snapshot starts cold whatever happened */

@@ -76,6 +76,7 @@ static void snap_begin(mw_lane *l) {
   l->in_snap = 1;
   l->nown = 0;
   l->poisoned = 0;
+  l->fmt_pending = 0; /* SQLite reads page 1 again in this transaction */
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
   if (l->warm && (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||
                   l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL)) {
@@ -214,31 +215,45 @@ static int pragma(mw_lane *l, char **a) {
                            "connections write at once)");
     return SQLITE_ERROR;
   }
-  /* SQLite reads "full"/"incremental" and the numbers 1 and 2 as a vacuum mode
-  ** and anything else (OFF, NONE, 0, ...) as NONE. */
-  if (!sqlite3_stricmp(name, "auto_vacuum") && val &&
-      (!sqlite3_stricmp(val, "full") || !sqlite3_stricmp(val, "incremental") ||
-       atoi(val) == 1 || atoi(val) == 2)) {
-    a[0] = sqlite3_mprintf("multiwriter: auto_vacuum=%s is not supported (only NONE)", val);
-    return SQLITE_ERROR;
-  }
   /* The engine creates a new database (in WAL mode, page 1 written) when it opens it,
-  ** so SQLite then treats the page size as fixed and would ignore a new one without
-  ** a word: refuse a different size while the database is still empty instead. A
-  ** database with tables keeps stock behavior (the setting is ignored). */
-  if (!sqlite3_stricmp(name, "page_size") && val) {
-    int want = atoi(val);
-    mw_mutex_lock(&l->db->mu);
-    uint32_t pages = l->in_snap ? l->cur_size : l->db->visible_size;
-    mw_mutex_unlock(&l->db->mu);
-    if (want >= 512 && want <= 65536 && (want & (want - 1)) == 0 && want != l->db->page_size &&
-        pages <= 1) {
-      a[0] = sqlite3_mprintf("multiwriter: page_size=%d: the engine created this database "
-                             "with page size %d when it opened it; create it with the page "
-                             "size wanted before opening it through the engine",
-                             want, l->db->page_size);
-      return SQLITE_ERROR;
+  ** so SQLite then treats its page size and auto-vacuum mode as fixed. While nothing
+  ** was written to it, the engine writes it again with the settings asked for (db.c,
+  ** mw_db_reformat), as SQLite would have created it; SQLite reads them at its next
+  ** transaction, and until then the engine answers these two PRAGMAs itself. Once
+  ** the database has content, stock behavior: the settings are ignored (VACUUM
+  ** applies a new auto-vacuum mode). */
+  int is_pgsz = !sqlite3_stricmp(name, "page_size");
+  int is_av = !sqlite3_stricmp(name, "auto_vacuum");
+  if ((is_pgsz || is_av) && val) {
+    int pgsz = 0, av = -1, done = 0;
+    if (is_pgsz) {
+      int want = atoi(val);
+      if (want >= 512 && want <= 65536 && (want & (want - 1)) == 0 && want != l->db->page_size)
+        pgsz = want;
+    } else {
+      /* SQLite's getAutoVacuum: none/full/incremental, else a number 0..2, else 0. */
+      if (!sqlite3_stricmp(val, "none")) av = 0;
+      else if (!sqlite3_stricmp(val, "full")) av = 1;
+      else if (!sqlite3_stricmp(val, "incremental")) av = 2;
+      else av = atoi(val) >= 0 && atoi(val) <= 2 ? atoi(val) : 0;
     }
+    if (pgsz || av >= 0) {
+      int rc = mw_db_reformat(l, pgsz, av, &done);
+      if (rc == SQLITE_MISUSE) {
+        a[0] = sqlite3_mprintf("multiwriter: PRAGMA %s on a new database is not supported "
+                               "with mw_mp=1: set it once without mw_mp=1 first", name);
+        return SQLITE_ERROR;
+      }
+      if (rc != SQLITE_OK) {
+        a[0] = sqlite3_mprintf("multiwriter: PRAGMA %s=%s on the empty database failed: %s",
+                               name, val, sqlite3_errstr(rc));
+        return rc;
+      }
+      if (done) l->fmt_pending = 1;
+    }
+  } else if ((is_pgsz || is_av) && l->fmt_pending) {
+    a[0] = sqlite3_mprintf("%d", is_pgsz ? l->db->page_size : l->fmt_av);
+    return a[0] ? SQLITE_OK : SQLITE_NOMEM;
   }
   if (!sqlite3_stricmp(name, "synchronous") && val) {
     static const char *names[] = { "off", "normal", "full", "extra" };
@@ -418,7 +433,8 @@ int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, 
   mw_db *db = 0;
   rc = mw_db_acquire(root, zName, o, &db, pzErr);
   if (rc == SQLITE_OK) {
-    l->pgbuf = malloc((size_t)db->page_size);
+    /* The largest page size: a reformat (db.c) may change the database's. */
+    l->pgbuf = malloc(65536);
     if (l->pgbuf == 0) {
       mw_db_release(db);
       rc = SQLITE_NOMEM;

@@ -1016,6 +1016,38 @@ uint64_t mw_log_shift(mw_log *log) {
   return e;
 }
 
+int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
+  mw_mutex_lock(&log->cmp_mu);
+  mw_mutex_lock(&log->mu);
+  while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
+  int rc = log->error;
+  if (rc == SQLITE_OK && (log->last_epoch != log->base || log->reserved || log->nres ||
+                          log->staged || log->nidx || base < log->base))
+    rc = SQLITE_MISUSE;
+  if (rc == SQLITE_OK) {
+    int old_ps = log->page_size;
+    uint64_t old_base = log->base;
+    log->page_size = page_size;
+    log->base = base;
+    rc = write_fresh(log);
+    if (rc != SQLITE_OK) {
+      /* The file may be empty or hold the new header only: both open as a fresh log,
+      ** but this handle no longer knows its own state. */
+      log->page_size = old_ps;
+      log->base = old_base;
+      set_error(log, rc);
+    } else {
+      log->last_epoch = base;
+      log->shift = 0;
+      log->assigned_end = log->written_end = log->synced_end = log->alloc_end = MW_LOG_HDR_SIZE;
+    }
+  }
+  mw_cond_broadcast(&log->cv);
+  mw_mutex_unlock(&log->mu);
+  mw_mutex_unlock(&log->cmp_mu);
+  return rc;
+}
+
 void mw_log_fail(mw_log *log, int rc) {
   mw_mutex_lock(&log->mu);
   set_error(log, rc == SQLITE_OK ? SQLITE_ERROR : rc);

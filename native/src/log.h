@@ -152,6 +152,13 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd);
 /* Logical end of the assigned records, and logical - physical offset of the file. */
 uint64_t mw_log_end(mw_log *log);
 uint64_t mw_log_shift(mw_log *log);
+/* Starts the log again, empty, with another page size and base epoch `base` (the
+** reformat of an empty database, db.c): a fresh header, written and synced, and no
+** record. Only after a compaction up to the last assigned epoch, with nothing
+** reserved, staged or assigned since (the caller keeps every commit out); else
+** SQLITE_MISUSE and the log is left as it was. A crash during it leaves an empty log
+** (of either page size): its open starts it fresh. */
+int mw_log_restart(mw_log *log, int page_size, uint64_t base);
 
 /* Current size of the log in bytes (what MW_STAT_LOG_BYTES reports). */
 uint64_t mw_log_size(mw_log *log);

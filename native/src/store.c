@@ -249,6 +249,10 @@ void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visi
   if (pChains) *pChains = chains;
 }
 
+/* The copies are the compactor thread's: libc's heap, like the rest of the engine,
+** so that they never count in SQLite's memory status or its heap limits (a
+** background thread would make sqlite3_memory_used move while no statement runs,
+** and a hard_heap_limit fail a compaction). */
 int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN) {
   mw_page_out *out = 0;
   int n = 0, cap = 0;
@@ -263,12 +267,12 @@ int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **p
       if (v == 0 || v->epoch <= since) continue;
       if (n == cap) {
         int ncap = cap ? cap * 2 : 64;
-        mw_page_out *no = sqlite3_realloc64(out, (sqlite3_uint64)ncap * sizeof(*no));
+        mw_page_out *no = realloc(out, (size_t)ncap * sizeof(*no));
         if (no == 0) { rc = SQLITE_NOMEM; break; }
         out = no;
         cap = ncap;
       }
-      unsigned char *img = sqlite3_malloc(s->page_size);
+      unsigned char *img = malloc((size_t)s->page_size);
       if (img == 0) { rc = SQLITE_NOMEM; break; }
       memcpy(img, v->img, (size_t)s->page_size);
       out[n].pgno = c->pgno;
@@ -278,8 +282,8 @@ int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **p
     mw_mutex_unlock(&st->mu);
   }
   if (rc != SQLITE_OK) {
-    for (int k = 0; k < n; k++) sqlite3_free(out[k].img);
-    sqlite3_free(out);
+    for (int k = 0; k < n; k++) free(out[k].img);
+    free(out);
     out = 0;
     n = 0;
   }

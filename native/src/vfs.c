@@ -247,6 +247,14 @@ static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, in
       p->real = real_of(p);
       rc = mw_lane_create(p, root, zName, flags, pOut, &o, &err);
       if (rc == SQLITE_OK) return SQLITE_OK;
+      if (rc == MW_RC_STOCK_OPEN) {
+        /* Not a database, or read-only for SQLite: opened as stock SQLite opens it
+        ** (sqlite3_open succeeds; queries fail with SQLITE_NOTADB, or reads work and
+        ** writes fail with SQLITE_READONLY), not refused at open. */
+        sqlite3_free(err);
+        memset(p, 0, sizeof(*p));
+        return root->xOpen(root, zName, f, flags, pOut);
+      }
       if (err == 0) return rc;
       /* The open itself worked up to the engine: report the engine's message. */
     }
@@ -311,6 +319,22 @@ static int mw_time64(sqlite3_vfs *vfs, sqlite3_int64 *t) {
   return rc;
 }
 
+/* The root VFS's system calls (test_syscall.c and other fault injectors reach the
+** files that SQLite and the engine open through the root VFS this way; the log's
+** own calls (platform_posix.c) are not among them). */
+static int mw_set_syscall(sqlite3_vfs *vfs, const char *z, sqlite3_syscall_ptr p) {
+  if (root_vfs->iVersion < 3 || root_vfs->xSetSystemCall == 0) return SQLITE_NOTFOUND;
+  return root_vfs->xSetSystemCall(root_vfs, z, p);
+}
+static sqlite3_syscall_ptr mw_get_syscall(sqlite3_vfs *vfs, const char *z) {
+  if (root_vfs->iVersion < 3 || root_vfs->xGetSystemCall == 0) return 0;
+  return root_vfs->xGetSystemCall(root_vfs, z);
+}
+static const char *mw_next_syscall(sqlite3_vfs *vfs, const char *z) {
+  if (root_vfs->iVersion < 3 || root_vfs->xNextSystemCall == 0) return 0;
+  return root_vfs->xNextSystemCall(root_vfs, z);
+}
+
 int mw_register(void) {
   int rc = SQLITE_OK;
   mw_mutex_lock(&register_mutex);
@@ -321,7 +345,7 @@ int mw_register(void) {
     } else {
       root_vfs = root;
       memset(&mw_vfs, 0, sizeof(mw_vfs));
-      mw_vfs.iVersion = 2;
+      mw_vfs.iVersion = 3;
       mw_vfs.szOsFile = (int)(((sizeof(mw_file) + 15) & ~(size_t)15) + (size_t)root->szOsFile);
       mw_vfs.mxPathname = root->mxPathname;
       mw_vfs.zName = MW_VFS_NAME;
@@ -338,6 +362,9 @@ int mw_register(void) {
       mw_vfs.xCurrentTime = mw_time;
       mw_vfs.xGetLastError = mw_lasterr;
       mw_vfs.xCurrentTimeInt64 = mw_time64;
+      mw_vfs.xSetSystemCall = mw_set_syscall;
+      mw_vfs.xGetSystemCall = mw_get_syscall;
+      mw_vfs.xNextSystemCall = mw_next_syscall;
       rc = sqlite3_vfs_register(&mw_vfs, 0);
     }
   }
