@@ -59,14 +59,37 @@ pub const release_targets = [_]struct { name: []const u8, triple: []const u8 }{
     .{ .name = "win32-x64", .triple = "x86_64-windows-gnu" },
 };
 
+/// The engine's folders under native/src, one per layer (docs/design.md, "Files"):
+/// every one is an include path, so that a file includes another's header by name.
+const engine_dirs = [_][]const u8{
+    "native/src",
+    "native/src/vfs",
+    "native/src/core",
+    "native/src/durability",
+    "native/src/growth",
+    "native/src/processes",
+};
+
+/// Adds the include paths of the engine's headers (and SQLite's) to a module.
+fn addEngineIncludes(b: *std.Build, mod: *std.Build.Module) void {
+    mod.addIncludePath(b.path("native/include"));
+    for (engine_dirs) |d| mod.addIncludePath(b.path(d));
+    mod.addIncludePath(b.path("native/sqlite"));
+}
+
+/// Every .c file of the engine's folders, as paths relative to native/src, sorted.
 fn engineSources(b: *std.Build) []const []const u8 {
     var list = std.ArrayList([]const u8).init(b.allocator);
-    var dir = b.build_root.handle.openDir("native/src", .{ .iterate = true }) catch @panic("native/src missing");
-    defer dir.close();
-    var it = dir.iterate();
-    while (it.next() catch @panic("cannot list native/src")) |entry| {
-        if (entry.kind == .file and std.mem.endsWith(u8, entry.name, ".c")) {
-            list.append(b.dupe(entry.name)) catch @panic("out of memory");
+    for (engine_dirs) |d| {
+        var dir = b.build_root.handle.openDir(d, .{ .iterate = true }) catch @panic("an engine folder is missing");
+        defer dir.close();
+        var it = dir.iterate();
+        while (it.next() catch @panic("cannot list an engine folder")) |entry| {
+            if (entry.kind == .file and std.mem.endsWith(u8, entry.name, ".c")) {
+                const rel = d["native/src".len..];
+                const name = if (rel.len == 0) b.dupe(entry.name) else b.fmt("{s}/{s}", .{ rel[1..], entry.name });
+                list.append(name) catch @panic("out of memory");
+            }
         }
     }
     std.mem.sort([]const u8, list.items, {}, struct {
@@ -93,9 +116,7 @@ fn addModule(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.buil
     const t = target.result;
     const windows = t.os.tag == .windows;
     const mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true, .pic = true });
-    mod.addIncludePath(b.path("native/include"));
-    mod.addIncludePath(b.path("native/src"));
-    mod.addIncludePath(b.path("native/sqlite"));
+    addEngineIncludes(b, mod);
     const visibility: []const []const u8 = if (windows)
         &.{"-DSQLITE_API=__declspec(dllexport)"}
     else
@@ -171,9 +192,7 @@ pub fn build(b: *std.Build) void {
         const name = entry.name[0 .. entry.name.len - 2];
         const mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true });
         mod.addCSourceFile(.{ .file = b.path(b.fmt("native/test/{s}", .{entry.name})), .flags = &engine_flags });
-        mod.addIncludePath(b.path("native/include"));
-        mod.addIncludePath(b.path("native/src"));
-        mod.addIncludePath(b.path("native/sqlite"));
+        addEngineIncludes(b, mod);
         mod.addIncludePath(b.path("native/test"));
         mod.linkLibrary(test_lib);
         const exe = b.addExecutable(.{ .name = b.dupe(name), .root_module = mod });
@@ -201,9 +220,7 @@ pub fn build(b: *std.Build) void {
             const name = b.dupe(entry.name[0 .. entry.name.len - 2]);
             const mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true });
             mod.addCSourceFiles(.{ .root = b.path("native/fuzz"), .files = &.{ b.dupe(entry.name), "replay.c" }, .flags = &engine_flags });
-            mod.addIncludePath(b.path("native/include"));
-            mod.addIncludePath(b.path("native/src"));
-            mod.addIncludePath(b.path("native/sqlite"));
+            addEngineIncludes(b, mod);
             mod.linkLibrary(host.static);
             const exe = b.addExecutable(.{ .name = b.fmt("{s}_replay", .{name}), .root_module = mod });
             b.getInstallStep().dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "test" } } }).step);
@@ -224,9 +241,7 @@ pub fn build(b: *std.Build) void {
             if (entry.kind != .file or !std.mem.endsWith(u8, entry.name, ".c")) continue;
             const mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true });
             mod.addCSourceFile(.{ .file = b.path(b.fmt("bench/native/{s}", .{entry.name})), .flags = &engine_flags });
-            mod.addIncludePath(b.path("native/include"));
-            mod.addIncludePath(b.path("native/src"));
-            mod.addIncludePath(b.path("native/sqlite"));
+            addEngineIncludes(b, mod);
             mod.addIncludePath(b.path("bench/native"));
             mod.linkLibrary(host.static);
             const exe = b.addExecutable(.{ .name = b.dupe(entry.name[0 .. entry.name.len - 2]), .root_module = mod });
@@ -462,13 +477,11 @@ fn addEmulatedTests(b: *std.Build) void {
         const dest: std.Build.Step.InstallArtifact.Options = .{ .dest_dir = .{ .override = .{ .custom = b.fmt("release-test/{s}", .{name}) } } };
         for ([_][]const u8{ "dll_smoke", "platform_test" }) |prog| {
             const mod = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
-            mod.addIncludePath(b.path("native/include"));
-            mod.addIncludePath(b.path("native/src"));
-            mod.addIncludePath(b.path("native/sqlite"));
+            addEngineIncludes(b, mod);
             if (std.mem.eql(u8, prog, "dll_smoke")) {
                 mod.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });
             } else {
-                mod.addCSourceFiles(.{ .files = &.{ "release/test/platform_test.c", "native/src/platform_posix.c" }, .flags = &engine_flags });
+                mod.addCSourceFiles(.{ .files = &.{ "release/test/platform_test.c", "native/src/durability/platform_posix.c" }, .flags = &engine_flags });
             }
             if (target.result.isGnuLibC()) {
                 mod.linkSystemLibrary("dl", .{});
@@ -499,12 +512,10 @@ fn addPlatformTests(b: *std.Build) void {
         const platform = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
         const smoke = b.createModule(.{ .target = target, .optimize = .ReleaseSafe, .link_libc = true });
         for ([_]*std.Build.Module{ platform, smoke }) |m| {
-            m.addIncludePath(b.path("native/include"));
-            m.addIncludePath(b.path("native/src"));
-            m.addIncludePath(b.path("native/sqlite"));
+            addEngineIncludes(b, m);
         }
         platform.addCSourceFiles(.{
-            .files = &.{ "release/test/platform_test.c", if (windows) "native/src/platform_win.c" else "native/src/platform_posix.c" },
+            .files = &.{ "release/test/platform_test.c", if (windows) "native/src/durability/platform_win.c" else "native/src/durability/platform_posix.c" },
             .flags = &engine_flags,
         });
         smoke.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });

@@ -60,9 +60,9 @@ fi
 
 # The engine, coverage-instrumented; then one program per target.
 cflags=(-O1 -g "${san[@]}" -fsanitize=fuzzer-no-link "${engine_flags[@]}"
-        -Inative/include -Inative/src -Inative/sqlite)
+        -Inative/include "${engine_includes[@]}" -Inative/sqlite)
 rm -f "$out"/obj/*.o
-for f in native/src/*.c; do
+for f in "${engine_srcs[@]}"; do
   "$CC" "${cflags[@]}" -c "$f" -o "$out/obj/$(basename "$f" .c).o"
 done
 for t in "${targets[@]}"; do

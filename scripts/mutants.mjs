@@ -13,7 +13,7 @@ export const MUTANTS = [
   // ---- log.c ------------------------------------------------------------------------------
   {
     id: "log-ack-before-sync",
-    file: "log.c",
+    file: "durability/log.c",
     find: "if (durable ? log->synced_end >= end_offset : log->written_end >= end_offset) break;",
     replace: "if (log->written_end >= end_offset) break;",
     tests: ["test_engine_order", "test_log_group"],
@@ -21,15 +21,15 @@ export const MUTANTS = [
   },
   {
     id: "log-bad-checksum-replayed",
-    file: "log.c",
-    find: "if (ck != get64(h + MW_REC_CKSUM)) break;",
+    file: "durability/log.c",
+    find: "if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;",
     replace: "(void)ck;",
     tests: ["test_log_recover", "test_log_faults"],
     why: "recovery replays a record whose checksum does not match",
   },
   {
     id: "log-torn-tail-kept",
-    file: "log.c",
+    file: "durability/log.c",
     find: "if (rc == SQLITE_OK && size > end) {",
     replace: "if (rc == SQLITE_OK && size > end && 0) {",
     tests: ["test_log_recover", "test_log_faults"],
@@ -37,7 +37,7 @@ export const MUTANTS = [
   },
   {
     id: "log-epoch-gap-replayed",
-    file: "log.c",
+    file: "durability/log.c",
     find: "get64(h + MW_REC_EPOCH) != expect ||",
     replace: "get64(h + MW_REC_EPOCH) < expect ||",
     tests: ["test_log_recover"],
@@ -46,19 +46,19 @@ export const MUTANTS = [
   // ---- compact.c -------------------------------------------------------------------------
   {
     id: "compact-sync-after-cut",
-    file: "compact.c",
+    file: "durability/compact.c",
     find:
       "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n" +
-      "  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);\n" +
-      "  sqlite3_free(pages);\n" +
+      "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
+      "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
       "#if MW_USE_LOG\n" +
       "  rc = mw_log_compacted(db->log, m);\n" +
       "#endif\n",
     replace:
-      "  for (int i = 0; i < n; i++) sqlite3_free(pages[i].img);\n" +
-      "  sqlite3_free(pages);\n" +
+      "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
+      "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
       "#if MW_USE_LOG\n" +
@@ -70,7 +70,7 @@ export const MUTANTS = [
   },
   {
     id: "compact-ignores-snapshots",
-    file: "compact.c",
+    file: "durability/compact.c",
     find:
       "  if (!final)\n" +
       "    for (mw_lane *l = db->lanes; l; l = l->next_in_db)\n" +
@@ -81,7 +81,7 @@ export const MUTANTS = [
   },
   {
     id: "compact-no-pin",
-    file: "compact.c",
+    file: "durability/compact.c",
     find: "if (!broken && m > since) db->compacting = m;",
     replace: "(void)0;",
     tests: ["test_engine_recover", "test_engine_compact_snapshot"],
@@ -90,7 +90,7 @@ export const MUTANTS = [
   // ---- store.c / db.c ---------------------------------------------------------------------
   {
     id: "store-gc-drops-unfiled-chains",
-    file: "store.c",
+    file: "core/store.c",
     find: "uint64_t drop_upto = oldest < compacted ? oldest : compacted;",
     replace: "uint64_t drop_upto = oldest;",
     tests: ["test_engine_basic", "test_engine_compact_snapshot", "test_engine_recover"],
@@ -98,7 +98,7 @@ export const MUTANTS = [
   },
   {
     id: "store-view-off-by-one",
-    file: "store.c",
+    file: "core/store.c",
     find: "if (c->v[mid].epoch <= snap) lo = mid + 1; else hi = mid;",
     replace: "if (c->v[mid].epoch < snap) lo = mid + 1; else hi = mid;",
     tests: ["test_engine_basic", "test_engine_bank"],
@@ -106,7 +106,7 @@ export const MUTANTS = [
   },
   {
     id: "db-snapshot-unregistered",
-    file: "db.c",
+    file: "core/db.c",
     find: "  l->reg = db->visible;\n  *pSnap = db->visible;",
     replace: "  *pSnap = db->visible;",
     tests: ["test_engine_compact_snapshot", "test_engine_recover", "test_engine_pinned"],
@@ -115,7 +115,7 @@ export const MUTANTS = [
   // ---- relocate.c -------------------------------------------------------------------------
   {
     id: "relocate-overflow-next",
-    file: "relocate.c",
+    file: "growth/relocate.c",
     find: "int rc = on_ref(&r, MW_REF_NEXT, 0, 0, next);",
     replace: "int rc = on_ref(&r, MW_REF_NEXT, 0, 4, next);",
     tests: ["test_relocate", "test_growth", "test_relocate_merge"],
@@ -123,7 +123,7 @@ export const MUTANTS = [
   },
   {
     id: "relocate-lock-page",
-    file: "relocate.c",
+    file: "growth/relocate.c",
     find: "if (g > 0 && ((lock > n0 && lock <= n0 + g) || (lock > n1 && lock <= n1 + g)))",
     replace: "if (g > 0 && (lock > n0 && lock <= n0 + g))",
     tests: ["test_relocate"],
@@ -133,15 +133,15 @@ export const MUTANTS = [
   // ---- commit.c and lane.c ----------------------------------------------------------------
   {
     id: "commit-visible-out-of-order",
-    file: "commit.c",
-    find: "if (nx->epoch != db->visible + 1 || !nx->ready) break;",
-    replace: "if (nx->epoch != db->visible + 1) break;",
+    file: "core/commit.c",
+    find: "if (!nx->ready && !durable_now) break;",
+    replace: "(void)durable_now;",
     tests: ["test_engine_order"],
     why: "an epoch becomes visible before an older one is durable (mixed synchronous levels)",
   },
   {
     id: "commit-ack-before-sync",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "rc = c->l->sync_level >= 2 ? mw_log_wait_durable(db->log, end)",
     replace: "rc = c->l->sync_level >= 4 ? mw_log_wait_durable(db->log, end)",
     tests: ["test_engine_order"],
@@ -149,7 +149,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-no-schema-cookie",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "    if (c->view_cookie != newest_cookie) {",
     replace: "    if (0) {",
     tests: ["test_engine_ddl"],
@@ -157,7 +157,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-no-write-validation",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "    if (e <= l->snap || is_own(l, e)) continue;\n    /* Growth",
     replace: "    continue;\n    /* Growth",
     tests: ["test_engine_basic", "test_engine_bank"],
@@ -165,7 +165,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-no-leaf-readcheck",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "int check = full || routes(l, ch, c->rp[i])",
     replace: "int check = routes(l, ch, c->rp[i])",
     tests: ["test_engine_skew", "test_engine_bank"],
@@ -173,7 +173,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-validated-against-last-own",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "    if (e <= l->snap || is_own(l, e)) continue;\n    int check",
     replace: "    if (e <= (l->nown ? l->own[l->nown - 1] : l->snap) || is_own(l, e)) continue;\n    int check",
     tests: ["test_engine_isolation"],
@@ -181,7 +181,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-own-writes-not-read",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "  for (int i = 0; i < c->nw; i++) mw_pageset_add(&l->rs, c->wp[i]);\n",
     replace: "",
     tests: ["test_engine_isolation"],
@@ -189,7 +189,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-readcheck0-no-structure",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "|| mw_pageset_has(&kids, c->rp[i]);",
     replace: ";",
     tests: ["test_engine_isolation"],
@@ -197,7 +197,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-relocated-page1-fields",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "(!c->writes_page1 || c->relocated)",
     replace: "(!c->writes_page1)",
     tests: ["test_engine_isolation"],
@@ -205,7 +205,7 @@ export const MUTANTS = [
   },
   {
     id: "commit-merge-routes",
-    file: "commit.c",
+    file: "core/commit.c",
     find: "    if (ch && ch->n && !same_routes(l, ch, c->merge[i])) {",
     replace: "    if (0) {",
     tests: ["test_engine_isolation"],
@@ -213,7 +213,7 @@ export const MUTANTS = [
   },
   {
     id: "lane-no-group-commit",
-    file: "lane.c",
+    file: "vfs/lane.c",
     find: "if (*mw_thread_write_locks() > 1) {",
     replace: "if (*mw_thread_write_locks() > 100) {",
     tests: ["test_engine_isolation"],
@@ -221,7 +221,7 @@ export const MUTANTS = [
   },
   {
     id: "lane-read-set-empty",
-    file: "lane.c",
+    file: "vfs/lane.c",
     find: "    if (l->in_snap && pgno != 1) mw_pageset_add(&l->rs, pgno);\n",
     replace: "",
     tests: ["test_engine_skew", "test_engine_bank"],
@@ -229,7 +229,7 @@ export const MUTANTS = [
   },
   {
     id: "lane-walindex-not-zeroed",
-    file: "lane.c",
+    file: "vfs/lane.c",
     find: "  if (l->nregion > 0 && l->region[0]) memset(l->region[0], 0, 96);\n",
     replace: "",
     tests: ["test_engine_basic", "test_engine_bank", "test_engine_skew"],
@@ -237,7 +237,7 @@ export const MUTANTS = [
   },
   {
     id: "lane-writers-warm",
-    file: "lane.c",
+    file: "vfs/lane.c",
     find: "  if (l->wrote || l->stashed",
     replace: "  if (l->stashed",
     tests: ["test_engine_basic", "test_growth"],

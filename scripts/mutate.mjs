@@ -78,6 +78,8 @@ function zigList(name) {
 const sqliteFlags = zigList("sqlite_flags");
 const posixFlags = zigList("posix_flags");
 const engineFlags = zigList("engine_flags");
+// The engine's folders (native/src and one per layer), relative to native/src.
+const engineDirs = zigList("engine_dirs").map((d) => d.slice("native/src".length).replace(/^\//, ""));
 
 const { zig } = bootstrap();
 const work = join(root, "zig-out", "mutate");
@@ -93,8 +95,12 @@ for (const d of ["src", "include", "test"]) cpSync(join(root, "native", d), join
 const tsrc = join(tree, "native", "src");
 const ttest = join(tree, "native", "test");
 
-const includes = ["include", "src", "sqlite", "test"].map((d) =>
-  `-I${d === "sqlite" ? join(root, "native", "sqlite") : join(tree, "native", d)}`);
+const includes = [
+  `-I${join(tree, "native", "include")}`,
+  ...engineDirs.map((d) => `-I${join(tsrc, d)}`),
+  `-I${join(root, "native", "sqlite")}`,
+  `-I${join(tree, "native", "test")}`,
+];
 const headersOf = (dir) => readdirSync(dir).filter((f) => f.endsWith(".h")).sort()
   .map((f) => readFileSync(join(dir, f), "utf8")).join("\0");
 const sha = (...parts) => {
@@ -162,11 +168,12 @@ async function parallel(items, fn) {
 }
 
 const engineCFlags = ["-O2", ...engineFlags, ...includes];
-const srcHeaders = () => headersOf(tsrc) + headersOf(join(tree, "native", "include"));
+const srcHeaders = () => engineDirs.map((d) => headersOf(join(tsrc, d))).join("\0") +
+  headersOf(join(tree, "native", "include"));
 
 async function compileEngine(names) {
   const hdr = srcHeaders();
-  const objs = await parallel(names, (f) => compile(`src-${f}`, join(tsrc, f), engineCFlags, hdr));
+  const objs = await parallel(names, (f) => compile(`src-${f.replaceAll("/", "-")}`, join(tsrc, f), engineCFlags, hdr));
   for (let i = 0; i < objs.length; i++) if (objs[i].error) return { error: `${names[i]}:\n${objs[i].error}` };
   return Object.fromEntries(names.map((f, i) => [f, objs[i]]));
 }
@@ -179,7 +186,8 @@ const sqliteCFlags = ["-O2", ...sqliteFlags, ...posixFlags, `-I${join(root, "nat
 const sqliteObj = await compile("sqlite3", join(root, "native", "sqlite", "sqlite3.c"), sqliteCFlags, "");
 if (sqliteObj.error) fail(`sqlite3.c does not compile:\n${sqliteObj.error}`);
 
-const srcFiles = readdirSync(tsrc).filter((f) => f.endsWith(".c")).sort();
+const srcFiles = engineDirs.flatMap((d) =>
+  readdirSync(join(tsrc, d)).filter((f) => f.endsWith(".c")).map((f) => (d ? `${d}/${f}` : f))).sort();
 const baseObjs = await compileEngine(srcFiles);
 if (baseObjs.error) fail(`the engine does not compile:\n${baseObjs.error}`);
 

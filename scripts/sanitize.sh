@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sanitize.sh: builds every C test of native/test with clang against native/sqlite/sqlite3.c
-# and native/src/*.c (the non-extension build), once with AddressSanitizer + UndefinedBehavior-
+# and the engine's native/src/*/*.c (the non-extension build), once with AddressSanitizer + UndefinedBehavior-
 # Sanitizer and once with ThreadSanitizer, and runs them. Any sanitizer report, any failing
 # test, fails the script.
 #
@@ -28,7 +28,7 @@ fi
 
 # The -D flags of build.zig (scripts/zig-flags.sh).
 . scripts/zig-flags.sh sanitize.sh
-includes=(-Inative/include -Inative/src -Inative/sqlite -Inative/test)
+includes=(-Inative/include "${engine_includes[@]}" -Inative/sqlite -Inative/test)
 
 # A report of any sanitizer in a test's output.
 report_re='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|FATAL: ThreadSanitizer|UndefinedBehaviorSanitizer'
@@ -79,7 +79,7 @@ build_and_run() {
   # Engine and tests: always rebuilt (small), in parallel.
   rm -f "$out"/obj/*.o "$out"/bin/*
   local cflags=(-O1 -g "${san[@]}" "${engine_extra[@]}" "${engine_flags[@]}" "${includes[@]}")
-  local srcs=(native/src/*.c)
+  local srcs=("${engine_srcs[@]}")
   local tests=()
   for t in native/test/*.c; do
     local n; n="$(basename "$t" .c)"

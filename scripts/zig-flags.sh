@@ -1,6 +1,8 @@
 # scripts/zig-flags.sh: sourced by the clang builds (sanitize.sh, fuzz.sh) to get the -D
-# flags of build.zig (sqlite_flags, posix_flags, engine_flags) from the file itself, so that
-# there is one list only. Run from the repository root; $1 names the caller in errors.
+# flags of build.zig (sqlite_flags, posix_flags, engine_flags) and the engine's folders
+# (engine_dirs) from the file itself, so that there is one list only. Sets also
+# engine_includes (-I of each folder) and engine_srcs (every .c of them). Run from the
+# repository root; $1 names the caller in errors.
 zig_list() {
   awk -v name="$1" '
     $0 ~ "^const " name " = " { on = 1; next }
@@ -11,7 +13,15 @@ zig_list() {
 mapfile -t sqlite_flags < <(zig_list sqlite_flags)
 mapfile -t posix_flags < <(zig_list posix_flags)
 mapfile -t engine_flags < <(zig_list engine_flags)
-if [ ${#sqlite_flags[@]} -lt 5 ] || [ ${#posix_flags[@]} -lt 1 ] || [ ${#engine_flags[@]} -lt 3 ]; then
-  echo "$1: cannot read the flag lists from build.zig" >&2
+mapfile -t engine_dirs < <(zig_list engine_dirs)
+engine_includes=()
+engine_srcs=()
+for d in "${engine_dirs[@]}"; do
+  engine_includes+=("-I$d")
+  for f in "$d"/*.c; do [ -e "$f" ] && engine_srcs+=("$f"); done
+done
+if [ ${#sqlite_flags[@]} -lt 5 ] || [ ${#posix_flags[@]} -lt 1 ] || [ ${#engine_flags[@]} -lt 3 ] ||
+   [ ${#engine_dirs[@]} -lt 2 ] || [ ${#engine_srcs[@]} -lt 10 ]; then
+  echo "$1: cannot read the flag lists or the engine folders from build.zig" >&2
   exit 1
 fi

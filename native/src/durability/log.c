@@ -300,51 +300,82 @@ static int write_fresh(mw_log *log) {
   return rc;
 }
 
+/* Buffers for reading records, grown to the largest record read. */
+typedef struct rec_reader {
+  unsigned char *body;         /* the record's body as in the file */
+  unsigned char *images;       /* its page images, back to back */
+  uint32_t *pgnos;             /* its page numbers */
+  uint64_t cap;                /* pages the buffers hold */
+} rec_reader;
+
+static void rec_reader_free(rec_reader *r) {
+  free(r->body);
+  free(r->images);
+  free(r->pgnos);
+}
+
+/* Reads the record at physical offset `phys` of fd, `room` bytes of which may belong
+** to records, expecting epoch `expect`; on SQLITE_OK, h holds its header, r its pages
+** and *pLen its length. SQLITE_DONE: no whole, valid record there (a torn or damaged
+** tail, or the end); any other code: the read or an allocation failed. */
+static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t room,
+                       uint64_t expect, unsigned char h[MW_REC_HDR_SIZE], uint64_t *pLen) {
+  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  if (room < MW_REC_HDR_SIZE) return SQLITE_DONE;
+  int rc = mw_file_pread(fd, h, MW_REC_HDR_SIZE, phys, 0);
+  if (rc != SQLITE_OK) return rc;
+  uint32_t npages = get32(h + MW_REC_NPAGES);
+  if (get32(h + MW_REC_OFF_MAGIC) != MW_REC_MAGIC || get64(h + MW_REC_EPOCH) != expect ||
+      get32(h + MW_REC_ZERO) != 0 || npages > (room - MW_REC_HDR_SIZE) / per_page) {
+    return SQLITE_DONE;
+  }
+  uint64_t blen = (uint64_t)npages * per_page;
+  if (npages > r->cap) {
+    uint64_t ncap = npages < 16 ? 16 : npages;
+    unsigned char *nb = realloc(r->body, (size_t)(ncap * per_page));
+    if (nb) r->body = nb;
+    unsigned char *ni = realloc(r->images, (size_t)(ncap * (uint64_t)log->page_size));
+    if (ni) r->images = ni;
+    uint32_t *np = realloc(r->pgnos, (size_t)ncap * sizeof(uint32_t));
+    if (np) r->pgnos = np;
+    if (!nb || !ni || !np) return SQLITE_NOMEM;
+    r->cap = ncap;
+  }
+  if (blen) {
+    rc = mw_file_pread(fd, r->body, (size_t)blen, phys + MW_REC_HDR_SIZE, 0);
+    if (rc != SQLITE_OK) return rc;
+  }
+  uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), r->body, (size_t)blen);
+  if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;
+  for (uint32_t i = 0; i < npages; i++) {
+    const unsigned char *p = r->body + (uint64_t)i * per_page;
+    r->pgnos[i] = get32(p);
+    memcpy(r->images + (uint64_t)i * (uint64_t)log->page_size, p + 4, (size_t)log->page_size);
+  }
+  *pLen = MW_REC_HDR_SIZE + blen;
+  return SQLITE_OK;
+}
+
 /* Replays the records after the header; returns the logical end of the last valid one
 ** in *pEnd. */
 static int scan_records(mw_log *log, uint64_t size, mw_log_replay_fn replay, void *ctx,
                         uint64_t *pEnd) {
   uint64_t off = MW_LOG_HDR_SIZE;
   uint64_t expect = log->base + 1;
-  unsigned char *body = 0, *images = 0;
-  uint32_t *pgnos = 0;
-  uint64_t cap = 0; /* pages the buffers hold */
-  int rc = SQLITE_OK;
-  const uint64_t per_page = 4u + (uint64_t)log->page_size;
-  while (size - off >= MW_REC_HDR_SIZE) {
+  rec_reader r = { 0, 0, 0, 0 };
+  int rc;
+  for (;;) {
     unsigned char h[MW_REC_HDR_SIZE];
-    rc = mw_file_pread(log->fd, h, sizeof(h), off, 0);
-    if (rc != SQLITE_OK) break;
-    uint32_t npages = get32(h + MW_REC_NPAGES);
-    if (get32(h + MW_REC_OFF_MAGIC) != MW_REC_MAGIC || get64(h + MW_REC_EPOCH) != expect ||
-        get32(h + MW_REC_ZERO) != 0 || npages > (size - off - MW_REC_HDR_SIZE) / per_page) {
+    uint64_t len = 0;
+    rc = read_record(log, log->fd, &r, off, size - off, expect, h, &len);
+    if (rc == SQLITE_DONE) {
+      rc = SQLITE_OK; /* the end, or the tail recovery cuts */
       break;
     }
-    uint64_t blen = (uint64_t)npages * per_page;
-    if (npages > cap) {
-      uint64_t ncap = npages < 16 ? 16 : npages;
-      unsigned char *nb = realloc(body, (size_t)(ncap * per_page));
-      if (nb) body = nb;
-      unsigned char *ni = realloc(images, (size_t)(ncap * (uint64_t)log->page_size));
-      if (ni) images = ni;
-      uint32_t *np = realloc(pgnos, (size_t)ncap * sizeof(uint32_t));
-      if (np) pgnos = np;
-      if (!nb || !ni || !np) { rc = SQLITE_NOMEM; break; }
-      cap = ncap;
-    }
-    if (blen) {
-      rc = mw_file_pread(log->fd, body, (size_t)blen, off + MW_REC_HDR_SIZE, 0);
-      if (rc != SQLITE_OK) break;
-    }
-    uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), body, (size_t)blen);
-    if (ck != get64(h + MW_REC_CKSUM)) break;
-    for (uint32_t i = 0; i < npages; i++) {
-      const unsigned char *p = body + (uint64_t)i * per_page;
-      pgnos[i] = get32(p);
-      memcpy(images + (uint64_t)i * (uint64_t)log->page_size, p + 4, (size_t)log->page_size);
-    }
+    if (rc != SQLITE_OK) break;
+    uint32_t npages = get32(h + MW_REC_NPAGES);
     if (replay) {
-      rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, pgnos, images);
+      rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, r.pgnos, r.images);
       if (rc != SQLITE_OK) break;
     }
     rc = ensure_idx(log, 1);
@@ -353,14 +384,12 @@ static int scan_records(mw_log *log, uint64_t size, mw_log_replay_fn replay, voi
     log->idx[log->nidx].off = off;
     log->nidx++;
     log->last_epoch = expect;
-    off += MW_REC_HDR_SIZE + blen;
+    off += len;
     expect++;
   }
   /* The file was measured: running out of it early is a failing read, not a tail. */
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
-  free(body);
-  free(images);
-  free(pgnos);
+  rec_reader_free(&r);
   *pEnd = off;
   return rc;
 }
@@ -914,45 +943,17 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx)
   uint64_t off = log->assigned_end, shift = log->shift, expect = log->last_epoch + 1;
   mw_fd fd = log->fd;
   mw_mutex_unlock(&log->mu);
-  const uint64_t per_page = 4u + (uint64_t)log->page_size;
-  unsigned char *body = 0, *images = 0;
-  uint32_t *pgnos = 0;
-  uint64_t cap = 0;
+  rec_reader r = { 0, 0, 0, 0 };
   while (rc == SQLITE_OK && off < end) {
     unsigned char h[MW_REC_HDR_SIZE];
-    if (end - off < MW_REC_HDR_SIZE) { rc = SQLITE_CORRUPT; break; }
-    rc = mw_file_pread(fd, h, sizeof(h), off - shift, 0);
+    uint64_t len = 0;
+    rc = read_record(log, fd, &r, off - shift, end - off, expect, h, &len);
+    /* Published records are whole: one that is not means the log was damaged. */
+    if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT;
     if (rc != SQLITE_OK) break;
-    uint32_t npages = get32(h + MW_REC_NPAGES);
-    if (get32(h + MW_REC_OFF_MAGIC) != MW_REC_MAGIC || get64(h + MW_REC_EPOCH) != expect ||
-        get32(h + MW_REC_ZERO) != 0 || npages > (end - off - MW_REC_HDR_SIZE) / per_page) {
-      rc = SQLITE_CORRUPT;
-      break;
-    }
-    uint64_t blen = (uint64_t)npages * per_page;
-    if (npages > cap) {
-      uint64_t ncap = npages < 16 ? 16 : npages;
-      unsigned char *nb = realloc(body, (size_t)(ncap * per_page));
-      if (nb) body = nb;
-      unsigned char *ni = realloc(images, (size_t)(ncap * (uint64_t)log->page_size));
-      if (ni) images = ni;
-      uint32_t *np = realloc(pgnos, (size_t)ncap * sizeof(uint32_t));
-      if (np) pgnos = np;
-      if (!nb || !ni || !np) { rc = SQLITE_NOMEM; break; }
-      cap = ncap;
-    }
-    if (blen) rc = mw_file_pread(fd, body, (size_t)blen, off - shift + MW_REC_HDR_SIZE, 0);
+    rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)get32(h + MW_REC_NPAGES), r.pgnos,
+                r.images);
     if (rc != SQLITE_OK) break;
-    uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), body, (size_t)blen);
-    if (ck != get64(h + MW_REC_CKSUM)) { rc = SQLITE_CORRUPT; break; }
-    for (uint32_t i = 0; i < npages; i++) {
-      const unsigned char *p = body + (uint64_t)i * per_page;
-      pgnos[i] = get32(p);
-      memcpy(images + (uint64_t)i * (uint64_t)log->page_size, p + 4, (size_t)log->page_size);
-    }
-    rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, pgnos, images);
-    if (rc != SQLITE_OK) break;
-    uint64_t len = MW_REC_HDR_SIZE + blen;
     mw_mutex_lock(&log->mu);
     rc = ensure_idx(log, 1);
     if (rc == SQLITE_OK) {
@@ -971,9 +972,7 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx)
     expect++;
   }
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
-  free(body);
-  free(images);
-  free(pgnos);
+  rec_reader_free(&r);
   return rc;
 }
 
