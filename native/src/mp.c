@@ -506,6 +506,7 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
   rc = follow_switch(db);
   if (rc == SQLITE_OK) rc = catch_up_locked(db);
   if (rc == SQLITE_OK) rc = mw_log_compacted_hook(db->log, base, switch_hook, m);
+  if (rc == SQLITE_OK) mw_crash_point("compact_switched"); /* renamed, not yet published */
   uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
   if (g & 1) {
     /* The hook ran. Renamed (this log is on the new file): publish it; else (the rename

@@ -17,7 +17,7 @@
 **    mw_log_max_mb=1: the log is compacted many times while all are open, its file
 **    stays bounded, each store stays small, every acknowledged transfer is there;
 **  - compact_kill: 3 writers and an idle process; the compacting one dies inside a
-**    compaction (mid-file, before the log switch, during the rename): the others go
+**    compaction (mid-file, before the log switch, before or after the rename): the others go
 **    on and compact again, nothing acknowledged is lost;
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
 **    open is refused with a message naming mw_mp=1, both ways;
@@ -524,12 +524,14 @@ static void compact_all_open(const char *dir) {
 
 /* Three writers and an idle process open; the writer that compacts first (its
 ** mw_log_max_mb is the lowest) dies inside its second compaction: in the middle of
-** writing the database file, before the log's switch, or while renaming the new log
-** (the others then find the switch half done). The survivors go on committing and
+** writing the database file, before the log's switch, right before or right after the
+** rename of the new log (the others then find the switch half done: the log generation
+** odd, the shift of the file at the name not yet published). The survivors go on committing and
 ** compact again; after the last close every acknowledged transfer is there. */
 static void compact_kill(const char *dir) {
-  static const char *points[] = { "compact_mid:2", "compact_before_log:2", "compact_switch:2" };
-  for (int p = 0; p < 3; p++) {
+  static const char *points[] = { "compact_mid:2", "compact_before_log:2", "compact_switch:2",
+                                  "compact_switched:2" };
+  for (int p = 0; p < 4; p++) {
     char path[300];
     snprintf(path, sizeof path, "%s/ckill%d.db", dir, p);
     make_pad(path);
