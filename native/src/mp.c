@@ -18,8 +18,8 @@
 ** (without the lock: published records are complete and never change).
 ** The first process to join (no live slot) recovers the log as in one process; a later
 ** one replays the log up to the durable end. Compaction into the database file runs
-** while any number of processes are open (docs/design.md, "Compaction across
-** processes"): one compactor at a time (join lock), up to T = the lowest floor that
+** while any number of processes are open (docs/design.md, "Processes", the bullet
+** "Compaction"): one compactor at a time (join lock), up to T = the lowest floor that
 ** the live processes publish in their slots (their oldest snapshot, at most what they
 ** applied: every process ticks, so that an idle one's floor advances too); the log
 ** switch runs under the publication lock and is announced by a generation number
