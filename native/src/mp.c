@@ -431,12 +431,15 @@ void mw_mp_durable(mw_db *db, uint64_t end) { durable_max(db->mp, end); }
 
 void mw_mp_floor(mw_db *db, uint64_t oldest) {
   mw_mp *m = db->mp;
-  if (m->slot < 0) return;
+  /* Only between joined and leave (the slot and the header are set up by then; the
+  ** compactor job starts before the open joins). */
+  if (!__atomic_load_n(&m->joined, __ATOMIC_ACQUIRE) || m->slot < 0) return;
   uint64_t *f = &m->hdr->floor[m->slot];
   if (oldest > __atomic_load_n(f, __ATOMIC_RELAXED)) __atomic_store_n(f, oldest, __ATOMIC_RELEASE);
 }
 
 void mw_mp_tick(mw_db *db) {
+  if (!__atomic_load_n(&db->mp->joined, __ATOMIC_ACQUIRE)) return; /* as mw_mp_floor */
   mw_mp_refresh(db);
   /* The database file holds the state at the shared compacted epoch: garbage
   ** collection may drop what it holds. It is never above this process's floor (a
