@@ -93,7 +93,8 @@ try {
     source = (await m.ensureLibrary({ manifest })).source;
   }
   const db = new m.Database(":memory:");
-  const version = db.query("SELECT mw_version() AS v").get().v;
+  // Both faces have prepare(...).get() (the JSR entry, shaped after @db/sqlite, has no query()).
+  const version = db.prepare("SELECT mw_version() AS v").get().v;
   db.close();
   console.log(JSON.stringify({ ok: true, source, path: m.libraryPath(), version }));
 } catch (e) {

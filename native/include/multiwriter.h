@@ -66,6 +66,9 @@ enum mw_stat {
                                   every open database (0 once none is open) */
   MW_STAT_COMPACTOR_RUNS,      /* steps the workers ran for this database's compactor
                                   (none while the database is idle) */
+  MW_STAT_STORE_CHAINS,        /* pages with versions in the store beyond the database
+                                  file's (garbage collection drops them once the file
+                                  holds them and no snapshot needs older ones) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

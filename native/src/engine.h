@@ -284,8 +284,19 @@ void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);
 void mw_mp_durable(mw_db *db, uint64_t end);
 void mw_mp_mark_locked(mw_db *db, uint64_t before);
 void mw_mp_refresh(mw_db *db);
-int mw_mp_compact_begin(mw_db *db);
+/* Compaction while several processes are open (mp.c): begin takes the join lock (or
+** SQLITE_BUSY: skip this round) and gives the lowest floor of the other live
+** processes in *pLimit; compact_log switches the log to base under the publication
+** lock; end releases the join lock. */
+int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit);
+int mw_mp_compact_log(mw_db *db, uint64_t base);
 void mw_mp_compact_end(mw_db *db);
+/* Publishes this process's floor (db->oldest: below every snapshot it has or will
+** take, and applied). */
+void mw_mp_floor(mw_db *db, uint64_t oldest);
+/* The compactor's tick: catch up (so that an idle process's floor advances), follow a
+** log switch, learn the shared compacted epoch. */
+void mw_mp_tick(mw_db *db);
 
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */

@@ -13,6 +13,12 @@
 **    then two join it and all three write: every transfer there;
 **  - compact_crash: that process dies in the middle of a compaction, or before the log's
 **    switch; two more start, recover, write: every acknowledged transfer there;
+**  - compact_all_open: 4 writers and an idle process open the whole time with
+**    mw_log_max_mb=1: the log is compacted many times while all are open, its file
+**    stays bounded, each store stays small, every acknowledged transfer is there;
+**  - compact_kill: 3 writers and an idle process; the compacting one dies inside a
+**    compaction (mid-file, before the log switch, before or after the rename): the others go
+**    on and compact again, nothing acknowledged is lost;
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
 **    open is refused with a message naming mw_mp=1, both ways;
 **  - shells: Debian's sqlite3 with .load of the extension and mw_mp=1, two at once;
@@ -52,13 +58,43 @@ static char extension[1024];   /* the loadable extension, "" when the shells are
 
 /* ---------------------------------------------------------------- the writer */
 
-/* argv: writer <path> <id> <ackfile> <stopfile> <max> <params> */
+/* Before its close, a writer leaves its engine statistics in <path>.stats<id>: the
+** compactions it ran, the page versions kept for old snapshots, the pages its store
+** holds beyond the file. */
+static void write_stats(sqlite3 *db, const char *path, int id) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.stats%d", path, id);
+  FILE *fp = fopen(f, "w");
+  CHECK(fp != 0);
+  fprintf(fp, "%lld %lld %lld\n", (long long)tu_stat(db, MW_STAT_COMPACTIONS),
+          (long long)tu_stat(db, MW_STAT_PINNED_VERSIONS),
+          (long long)tu_stat(db, MW_STAT_STORE_CHAINS));
+  CHECK(fclose(fp) == 0);
+}
+
+static void dbg_log(void *arg, int code, const char *msg) {
+  (void)arg;
+  fprintf(stderr, "%s[%d]: sqlite3_log %d %s\n", prog, (int)getpid(), code, msg);
+}
+
+/* argv: writer <path> <id> <ackfile> <stopfile> <max> <params>; max < 0: idle (opens
+** the database, never runs a transaction, closes once the stop file exists).
+** MW_TEST_PAD in the environment: each transfer also inserts a row of 1500 bytes into
+** `pad` (so that commits touch many distinct pages). */
 static int writer_main(char **argv) {
   const char *path = argv[2], *ackfile = argv[4], *stopfile = argv[5], *params = argv[7];
   int id = atoi(argv[3]);
   long max = atol(argv[6]);
+  if (getenv("MW_TEST_LOG")) sqlite3_config(SQLITE_CONFIG_LOG, dbg_log, (void *)0);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   sqlite3 *db = tu_open(path, params);
+  if (max < 0) {
+    while (access(stopfile, F_OK) != 0) sleep_us(10000);
+    write_stats(db, path, id);
+    CHECK_RC(sqlite3_close(db), SQLITE_OK);
+    return 0;
+  }
+  int pad = getenv("MW_TEST_PAD") != 0;
   int fd = open(ackfile, O_WRONLY | O_CREAT | O_APPEND, 0644);
   CHECK(fd >= 0);
   srand((unsigned)getpid() ^ (unsigned)time(0));
@@ -71,7 +107,8 @@ static int writer_main(char **argv) {
     snprintf(sql, sizeof sql,
              "BEGIN; UPDATE acct SET bal = bal - %d WHERE id = %d; "
              "UPDATE acct SET bal = bal + %d WHERE id = %d; INSERT INTO ack(id) VALUES (%lld); "
-             "COMMIT;", amt, a, amt, b, ack);
+             "%s COMMIT;", amt, a, amt, b, ack,
+             pad ? "INSERT INTO pad(b) VALUES (randomblob(1500));" : "");
     int rc = sqlite3_exec(db, sql, 0, 0, 0);
     if (rc == SQLITE_OK) {
       CHECK(write(fd, &ack, sizeof ack) == (ssize_t)sizeof ack);
@@ -86,6 +123,7 @@ static int writer_main(char **argv) {
     }
   }
   close(fd);
+  write_stats(db, path, id);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   return 0;
 }
@@ -354,6 +392,204 @@ static void compact_crash(const char *dir) {
   }
 }
 
+/* ---------------------------------------------------------------- compaction, all open */
+
+static uint64_t file_size(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  struct stat st;
+  return stat(f, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* The log's base epoch (docs/format.md: u64 at byte 24), 0 when unreadable. */
+static uint64_t log_base(const char *path) {
+  char f[400];
+  snprintf(f, sizeof f, "%s-mw", path);
+  uint64_t base = 0;
+  FILE *fp = fopen(f, "rb");
+  if (fp == 0) return 0;
+  if (fseek(fp, 24, SEEK_SET) != 0 || fread(&base, 8, 1, fp) != 1) base = 0;
+  fclose(fp);
+  return base;
+}
+
+/* A writer's statistics (write_stats): 0 when it left none. */
+static int read_stats(const char *path, int id, long long *comp, long long *pinned,
+                      long long *chains) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.stats%d", path, id);
+  FILE *fp = fopen(f, "r");
+  if (fp == 0) return 0;
+  int n = fscanf(fp, "%lld %lld %lld", comp, pinned, chains);
+  fclose(fp);
+  return n == 3;
+}
+
+static void make_pad(const char *path) {
+  make_bank(path);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE pad(id INTEGER PRIMARY KEY, b BLOB)");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+}
+
+/* While the processes run: the largest size of the log file and the log bases seen. */
+typedef struct watch { uint64_t max_size; int bases; uint64_t last_base; } watch;
+
+static void watch_once(const char *path, watch *w) {
+  uint64_t sz = file_size(path, "-mw"), b = log_base(path);
+  if (sz > w->max_size) w->max_size = sz;
+  if (b != 0 && b != w->last_base) {
+    w->bases++;
+    w->last_base = b;
+  }
+}
+
+#define LOG_BOUND (24u << 20) /* the log file never grows past it (mw_log_max_mb=1) */
+
+/* Four writers and an idle process (opened, never a transaction) stay open the whole
+** time, with mw_log_max_mb=1, each transfer with a row of 1500 bytes (some 100 MB of
+** log in all): the log is compacted while all of them are open, many times, its file
+** stays under LOG_BOUND; each process's store keeps few pages (it learns the compacted
+** epoch and drops what the file holds); after the last close every acknowledged
+** transfer is there and stock SQLite finds the file sound. */
+static void compact_all_open(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/allopen.db", dir);
+  make_pad(path);
+  const char *params = "mw_mp=1&mw_log_max_mb=1";
+  long per = (long)(1200 * scale());
+  if (per < 100) per = 100;
+  set_stop(path, 0);
+  pid_t idle = spawn_writer(path, 4, -1, params, 0);
+  setenv("MW_TEST_PAD", "1", 1);
+  pid_t pids[4];
+  for (int i = 0; i < 4; i++) pids[i] = spawn_writer(path, i, per, params, 0);
+  unsetenv("MW_TEST_PAD");
+  watch w = { 0, 0, 0 };
+  for (int i = 0; i < 4; i++) {
+    for (;;) {
+      watch_once(path, &w);
+      int st = 0;
+      pid_t r = waitpid(pids[i], &st, WNOHANG);
+      CHECK(r >= 0 || errno == EINTR);
+      if (r == pids[i]) {
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        break;
+      }
+      sleep_us(2000);
+    }
+  }
+  /* The writers are gone; the idle process is still open: its store after a while. */
+  uint64_t t0 = now_ns();
+  while (now_ns() - t0 < 1500000000ull) {
+    watch_once(path, &w);
+    sleep_us(20000);
+  }
+  set_stop(path, 1);
+  CHECK(wait_status(idle) == 0);
+  set_stop(path, 0);
+  long long comp = 0, pinned = 0, chains = 0, total = 0;
+  for (int i = 0; i < 4; i++) {
+    CHECK(read_stats(path, i, &comp, &pinned, &chains));
+    total += comp;
+    printf("%s:   writer %d: %lld compactions, %lld pinned versions, %lld pages in the "
+           "store\n", prog, i, comp, pinned, chains);
+  }
+  CHECK(read_stats(path, 4, &comp, &pinned, &chains));
+  printf("%s:   idle process: %lld compactions, %lld pinned versions, %lld pages in the "
+         "store\n", prog, comp, pinned, chains);
+  /* 4 * per rows of 1500 bytes is some 2 pages each: without the compacted epoch the
+  ** idle store would hold every one of them. */
+  CHECK(chains < 400);
+  CHECK(pinned < 400);
+  CHECK(total >= 3);
+  CHECK(w.bases >= 4);
+  if (w.max_size >= LOG_BOUND)
+    fprintf(stderr, "%s: the log file reached %llu bytes\n", prog,
+            (unsigned long long)w.max_size);
+  CHECK(w.max_size < LOG_BOUND);
+  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, 4);
+  CHECK(acked == 4 * per);
+  CHECK(tu_int(s, "SELECT count(*) FROM ack") == acked);
+  CHECK(tu_int(s, "SELECT count(*) FROM pad") == acked);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: compaction with 5 processes open: %d log bases seen, %lld compactions by "
+         "the writers, log file at most %llu bytes, %ld transfers all there, integrity ok\n",
+         prog, w.bases, total, (unsigned long long)w.max_size, acked);
+}
+
+/* Three writers and an idle process open; the writer that compacts first (its
+** mw_log_max_mb is the lowest) dies inside its second compaction: in the middle of
+** writing the database file, before the log's switch, right before or right after the
+** rename of the new log (the others then find the switch half done: the log generation
+** odd, the shift of the file at the name not yet published). The survivors go on committing and
+** compact again; after the last close every acknowledged transfer is there. */
+static void compact_kill(const char *dir) {
+  static const char *points[] = { "compact_mid:2", "compact_before_log:2", "compact_switch:2",
+                                  "compact_switched:2" };
+  for (int p = 0; p < 4; p++) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/ckill%d.db", dir, p);
+    make_pad(path);
+    set_stop(path, 0);
+    pid_t idle = spawn_writer(path, 3, -1, "mw_mp=1&mw_log_max_mb=2", 0);
+    setenv("MW_TEST_PAD", "1", 1);
+    pid_t victim = spawn_writer(path, 0, 0, "mw_mp=1&mw_log_max_mb=1", points[p]);
+    pid_t others[2];
+    for (int i = 0; i < 2; i++) others[i] = spawn_writer(path, i + 1, 0, "mw_mp=1&mw_log_max_mb=2", 0);
+    unsetenv("MW_TEST_PAD");
+    uint64_t t0 = now_ns();
+    int st = 0;
+    for (;;) {
+      pid_t r = waitpid(victim, &st, WNOHANG);
+      CHECK(r >= 0 || errno == EINTR);
+      if (r == victim) break;
+      if (now_ns() - t0 > 60000000000ull) {
+        fprintf(stderr, "%s: the writer never reached %s\n", prog, points[p]);
+        set_stop(path, 1);
+        kill(victim, SIGKILL);
+        CHECK(0);
+      }
+      sleep_us(5000);
+    }
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    uint64_t base0 = log_base(path);
+    long b1 = ack_count(path, 1), b2 = ack_count(path, 2);
+    /* The survivors go on, and compact again (the log's base moves on). */
+    t0 = now_ns();
+    while (ack_count(path, 1) < b1 + 200 || ack_count(path, 2) < b2 + 200 ||
+           log_base(path) == base0) {
+      if (now_ns() - t0 > 30000000000ull) {
+        fprintf(stderr, "%s: after %s: survivors at %ld/%ld (from %ld/%ld), log base %llu "
+                "(was %llu)\n", prog, points[p], ack_count(path, 1), ack_count(path, 2), b1,
+                b2, (unsigned long long)log_base(path), (unsigned long long)base0);
+        set_stop(path, 1);
+        CHECK(0);
+      }
+      sleep_us(10000);
+    }
+    uint64_t base1 = log_base(path);
+    set_stop(path, 1);
+    for (int i = 0; i < 2; i++) CHECK(wait_status(others[i]) == 0);
+    CHECK(wait_status(idle) == 0);
+    set_stop(path, 0);
+    CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+    sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+    CHECK(tu_integrity_ok(s));
+    CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+    long acked = check_acks(s, path, 3);
+    CHECK(tu_int(s, "SELECT count(*) FROM ack") >= acked);
+    CHECK_RC(sqlite3_close(s), SQLITE_OK);
+    printf("%s: a writer died at %s with 4 processes open; the others went on and "
+           "compacted again (log base %llu -> %llu): %ld acknowledged transfers all there\n",
+           prog, points[p], (unsigned long long)base0, (unsigned long long)base1, acked);
+  }
+}
+
 static int try_open(const char *path, const char *params, char *msg, size_t size) {
   char uri[600];
   snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter%s%s", path, *params ? "&" : "", params);
@@ -512,7 +748,8 @@ int main(int argc, char **argv) {
   }
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
     { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
-    { "compact_crash", compact_crash },
+    { "compact_crash", compact_crash }, { "compact_all_open", compact_all_open },
+    { "compact_kill", compact_kill },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");

@@ -606,6 +606,7 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
   uint64_t was = l->reg;
   l->reg = 0;
   if (was == db->oldest) recompute_oldest_locked(db);
+  if (db->mp) mw_mp_floor(db, db->oldest); /* a compactor may go that far now */
   int wake = 0;
   mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);
@@ -698,6 +699,7 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   /* Only the turn's waits depend on a transaction's end (db->active), and there are
   ** none while no turn is held or queued. */
   if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
+  if (db->mp) mw_mp_floor(db, db->oldest); /* a compactor may go that far now */
   int wake = 0;
   mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);

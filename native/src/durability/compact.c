@@ -1,7 +1,8 @@
 /*
 ** compact.c: the compactor. A background thread per database writes committed
 ** pages into the database file and shortens the log (engine.md section 6):
-**   T = min(visible epoch, oldest active snapshot); for each page changed since the
+**   T = min(visible epoch, oldest active snapshot, with mw_mp=1 the other processes'
+**   floors); for each page changed since the
 **   last compaction, its newest version <= T goes into the file; the file size is
 **   page 1's size field at T; sync; the log's base becomes T (mw_log_compacted);
 **   then garbage collection drops what the file now holds.
@@ -10,7 +11,9 @@
 ** of the shared background workers (background.c), not a thread of its own: it
 ** ticks while the database has work or old versions, and sleeps (no wake-up at
 ** all) once the file holds everything, until the end of the next transaction that
-** committed (mw_compact_dirty_locked, from db.c).
+** committed (mw_compact_dirty_locked, from db.c). With mw_mp=1 it never sleeps:
+** each tick catches up with the other processes and publishes this one's floor
+** (mp.c), so that compaction goes on while several processes are open.
 **
 ** Owns: the compactor job and the writes into the database file.
 ** Never touches: lanes, SQLite connections.
@@ -38,6 +41,7 @@ static void gc(mw_db *db) {
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
   uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
   mw_mutex_unlock(&db->mu);
+  if (db->mp) mw_mp_floor(db, oldest); /* what a compactor of any process may reach */
   int64_t pinned = 0, chains = 0;
   mw_store_gc(&db->store, oldest, compacted, visible, &pinned, &chains);
   mw_mutex_lock(&db->mu);
@@ -56,34 +60,42 @@ static void gc(mw_db *db) {
                 (unsigned long long)visible);
 }
 
-static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end);
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int shared);
 
-static int compact_now(mw_db *db, int final);
+static int compact_now(mw_db *db, int final, uint64_t limit);
 
 int mw_compact_now(mw_db *db, int final) {
-  if (!db->mp || final) return compact_now(db, final);
-  /* mw_mp=1: only while no other process has the database open (their stores read
-  ** the file as it was at their open); the last close is settled by db.c. */
-  int rc = mw_mp_compact_begin(db);
+  if (!db->mp || final) return compact_now(db, final, UINT64_MAX);
+  /* mw_mp=1, other processes open or not (the last close is settled by db.c): one
+  ** compactor at a time, up to the lowest floor of the others (mp.c); busy: the next
+  ** tick tries again. */
+  uint64_t limit = 0;
+  int rc = mw_mp_compact_begin(db, &limit);
   if (rc == SQLITE_BUSY) {
     gc(db);
     return SQLITE_OK;
   }
   if (rc != SQLITE_OK) return rc;
-  rc = compact_now(db, 0);
+  rc = compact_now(db, 0, limit);
   mw_mp_compact_end(db);
   return rc;
 }
 
-static int compact_now(mw_db *db, int final) {
+static int compact_now(mw_db *db, int final, uint64_t limit) {
   mw_mutex_lock(&db->mu);
   uint64_t m = db->visible;
+  if (limit < m) m = limit;
   if (!final)
     for (mw_lane *l = db->lanes; l; l = l->next_in_db)
       if (l->reg && l->reg < m) m = l->reg;
   uint64_t since = db->compacted;
   uint64_t end = db->visible_end;
   int broken = db->broken;
+  /* mw_mp=1: another process's floor below this one's oldest snapshot: pruning here
+  ** may have passed T already (the newest version <= T of a page gone for a newer
+  ** one), so T cannot be written from this store. The process with the lowest floor
+  ** can: its compactor tries on its next tick. */
+  if (m < db->oldest) m = since;
   /* T is pinned like a snapshot until the file holds it: pruning keeps the newest
   ** version <= T of every page (without the pin, a page whose version at T was
   ** pruned would be skipped, and page 1's size at T with it). db->oldest <= T
@@ -95,7 +107,7 @@ static int compact_now(mw_db *db, int final) {
     gc(db);
     return SQLITE_OK;
   }
-  int rc = compact_to(db, since, m, end);
+  int rc = compact_to(db, since, m, end, db->mp != 0 && !final);
   mw_mutex_lock(&db->mu);
   db->compacting = 0;
   if (rc == SQLITE_OK) {
@@ -111,16 +123,19 @@ static int compact_now(mw_db *db, int final) {
 }
 
 /* Writes the newest version <= m of every page changed after `since` into the
-** file, syncs it, and moves the log's base to m. */
-static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
+** file, syncs it, and moves the log's base to m (shared: other processes are open,
+** mp.c switches the log under the publication lock). */
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int shared) {
 #if MW_USE_LOG
   /* Commits of synchronous=NORMAL/OFF connections are visible once written: the
   ** log must be durable up to T before the file may hold T, or a crash could leave
   ** the file ahead of what the log replays. */
   int src = mw_log_wait_durable(db->log, end);
   if (src != SQLITE_OK) return src;
+  if (db->mp) mw_mp_durable(db, end); /* a joiner replays up to T at least */
 #else
   (void)end;
+  (void)shared;
 #endif
   mw_page_out *pages = 0;
   int n = 0;
@@ -152,7 +167,7 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("compact_before_log");
 #if MW_USE_LOG
-  rc = mw_log_compacted(db->log, m);
+  rc = shared ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
 #endif
   return rc;
 }
@@ -164,10 +179,20 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end) {
 ** after the next commit). */
 static uint64_t compactor_step(void *arg) {
   mw_db *db = arg;
+  /* mw_mp=1: apply the others' commits and follow their compactions every tick, even
+  ** when this process is idle: its floor must advance, or nobody could compact. */
+  if (db->mp) mw_mp_tick(db);
   mw_mutex_lock(&db->mu);
   uint64_t now = mw_now_ns();
   int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
   int run = db->want_compact || (timer && db->visible > db->compacted);
+#if MW_USE_LOG
+  /* mw_mp=1: the log grows with every process's commits, and the process that can
+  ** compact is the one with the lowest floor (compact_now), often an idle one that
+  ** commits nothing (commits kick their own compactor only). */
+  if (db->mp && db->visible > db->compacted && mw_log_size(db->log) > db->opts.log_max_bytes)
+    run = 1;
+#endif
   db->want_compact = 0;
   mw_mutex_unlock(&db->mu);
   if (run) {
@@ -178,7 +203,7 @@ static uint64_t compactor_step(void *arg) {
     gc(db); /* the log grows ahead of need on its own job */
   }
   mw_mutex_lock(&db->mu);
-  int idle = !db->want_compact && db->visible == db->compacted && db->chains == 0;
+  int idle = !db->want_compact && db->visible == db->compacted && db->chains == 0 && !db->mp;
   db->compactor_idle = idle;
   mw_mutex_unlock(&db->mu);
   return idle ? 0 : (uint64_t)TICK_MS * 1000000u;

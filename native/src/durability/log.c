@@ -829,8 +829,9 @@ static int copy_range(mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst, uin
 }
 
 /* Rewrites the log with base epoch `base` and the records after it, and switches to
-** it. Called and returns with mu held (and cmp_mu), drops mu while it copies. */
-static int switch_log(mw_log *log, uint64_t base) {
+** it. Called and returns with mu held (and cmp_mu), drops mu while it copies. With
+** a hook (mw_mp=1), it runs right before the rename with the new shift. */
+static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *hctx) {
   /* The first record to keep: the one of epoch base + 1 (or the end). */
   size_t keep = 0;
   while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
@@ -892,6 +893,7 @@ static int switch_log(mw_log *log, uint64_t base) {
   if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
+  if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base);
   if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
   if (rc == SQLITE_OK) {
     renamed = 1;
@@ -926,11 +928,15 @@ static int switch_log(mw_log *log, uint64_t base) {
 }
 
 int mw_log_compacted(mw_log *log, uint64_t base) {
+  return mw_log_compacted_hook(log, base, 0, 0);
+}
+
+int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *ctx) {
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   int rc = log->error;
   if (rc == SQLITE_OK && base > log->base) {
-    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base);
+    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base, hook, ctx);
   }
   mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);
@@ -999,6 +1005,57 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   mw_mutex_unlock(&log->mu);
   if (rc == SQLITE_OK) *pAllocEnd = target + shift;
   return rc;
+}
+
+int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
+  mw_fd fd = MW_FD_INVALID;
+  int rc = mw_file_open(log->path, 0, &fd, 0);
+  if (rc != SQLITE_OK) return rc;
+  unsigned char h[MW_LOG_HDR_SIZE];
+  rc = mw_file_pread(fd, h, sizeof(h), 0, 0);
+  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_CORRUPT;
+  /* The same log rewritten by a compaction: same salt and page size, a sound header. */
+  if (rc == SQLITE_OK &&
+      (memcmp(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8) != 0 ||
+       get32(h + MW_LOG_HDR_VERSION) != MW_LOG_VERSION || get32(h + MW_LOG_HDR_BOM) != MW_LOG_BOM ||
+       get64(h + MW_LOG_HDR_CKSUM) != mw_log_checksum(0, h, MW_LOG_HDR_CKSUM) ||
+       get32(h + MW_LOG_HDR_PAGE_SIZE) != (uint32_t)log->page_size ||
+       get64(h + MW_LOG_HDR_SALT) != log->salt))
+    rc = SQLITE_CORRUPT;
+  uint64_t base = get64(h + MW_LOG_HDR_BASE);
+  mw_mutex_lock(&log->mu);
+  if (rc == SQLITE_OK) rc = log->error;
+  /* Every record the new file dropped must have been applied here already: its
+  ** first record (base + 1) starts at or before this process's end. */
+  if (rc == SQLITE_OK && (base > log->last_epoch || base < log->base ||
+                          shift + MW_LOG_HDR_SIZE > log->assigned_end))
+    rc = SQLITE_CORRUPT;
+  if (rc == SQLITE_OK) {
+    while (log->switching) mw_cond_wait(&log->cv, &log->mu);
+    log->switching = 1;
+    while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
+    mw_fd old = log->fd;
+    log->fd = fd;
+    fd = old;
+    log->shift = shift;
+    log->base = base;
+    size_t keep = 0;
+    while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
+    memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
+    log->nidx -= keep;
+    log->switching = 0;
+    mw_cond_broadcast(&log->cv);
+  }
+  mw_mutex_unlock(&log->mu);
+  mw_file_close(fd); /* the old file on success, the new one on failure */
+  return rc;
+}
+
+uint64_t mw_log_base(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t b = log->base;
+  mw_mutex_unlock(&log->mu);
+  return b;
 }
 
 uint64_t mw_log_end(mw_log *log) {

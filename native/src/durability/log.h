@@ -136,6 +136,18 @@ int mw_log_wait_written(mw_log *log, uint64_t end_offset);
 ** base is past the last assigned epoch; a base at or below the current one is a no-op.
 ** One compaction at a time (callers are serialised). */
 int mw_log_compacted(mw_log *log, uint64_t base);
+/* The same, calling hook(ctx, new_shift, base) right before the new file is renamed
+** over the old one (mw_mp=1 announces the switch to the other processes there). */
+typedef void (*mw_log_switch_hook)(void *ctx, uint64_t new_shift, uint64_t base);
+int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *ctx);
+/* Multi-process mode: another process switched the log (a compaction): opens the file
+** now at the name, whose logical offsets are `shift` + physical, and goes on with it
+** (writes and syncs pause meanwhile; the caller serialises it with mw_log_follow and
+** with its own commits). SQLITE_CORRUPT when the file is not this log (salt, page size)
+** or dropped a record this log has not applied; then the old file stays in use. */
+int mw_log_reopen_shared(mw_log *log, uint64_t shift);
+/* The base epoch of the file in use (the database file holds the state at it). */
+uint64_t mw_log_base(mw_log *log);
 
 /* Multi-process mode: reads, replays and takes as assigned and written the records
 ** that other processes appended after this log's end, up to the logical offset `end`

@@ -18,13 +18,21 @@
 ** (without the lock: published records are complete and never change).
 ** The first process to join (no live slot) recovers the log as in one process; a later
 ** one replays the log up to the durable end. Compaction into the database file runs
-** only while one process has the database open (join lock held, every record
-** applied), and the last to close compacts everything and removes both files.
+** while any number of processes are open (docs/design.md, "Processes", the bullet
+** "Compaction"): one compactor at a time (join lock), up to T = the lowest floor that
+** the live processes publish in their slots (their oldest snapshot, at most what they
+** applied: every process ticks, so that an idle one's floor advances too); the log
+** switch runs under the publication lock and is announced by a generation number
+** (odd while a rename is under way), after which each process opens the new file
+** before it reads or writes past its end, and learns the compacted epoch (its
+** garbage collection). The last to close compacts everything and removes both files.
 **
-** Owns: "<db>-mwshm", the process table, the join and publication locks, catch-up.
+** Owns: "<db>-mwshm", the process table, the join and publication locks, catch-up,
+** the floors and the log generation.
 ** Never touches: the database file (db.c, guard.c, compact.c), SQLite, lanes.
 */
 #include "engine.h"
+#include "log_format.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +46,8 @@
 #include <unistd.h>
 
 #define SHM_MAGIC "SQLMWSHM"
-#define SHM_VERSION 1u
-#define SHM_SIZE 4096            /* bytes mapped */
+#define SHM_VERSION 2u
+#define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193
 #define LOCK_SLOT0 8448          /* + slot */
@@ -56,6 +64,15 @@ typedef struct shm_hdr {
   uint32_t zero;
   uint64_t alloc_end;          /* logical end of the zeroed room of the log file */
   uint64_t pid[MW_MP_SLOTS];   /* of each slot's last owner (for the eye) */
+  /* Compaction while several processes are open (mp.c's opening comment). */
+  uint64_t compacted;          /* the database file holds (synced) the state at it */
+  uint64_t log_gen;            /* even: the file at the log's name has `shift`; odd: a
+                               ** compactor is renaming (or died renaming) a new file
+                               ** with next_shift and base epoch next_base over it */
+  uint64_t next_shift;
+  uint64_t next_base;
+  uint64_t floor[MW_MP_SLOTS]; /* per slot: no snapshot of its process is or will be
+                               ** older, and its process applied every record up to it */
 } shm_hdr;
 
 struct mw_mp {
@@ -66,6 +83,7 @@ struct mw_mp {
   int first;                   /* no other process was alive at our open */
   int join_held;
   int joined;                  /* between joined and leave: the compactor may try */
+  uint64_t gen;                /* log_gen of the file db->log is on (catch_mu) */
   mw_mutex join_mu, pub_mu, catch_mu;
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
@@ -226,6 +244,53 @@ static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
   return rc;
 }
 
+/* ---------------------------------------------------------------- the log's switch */
+
+/* A switch that its compactor left half done (log_gen odd, the publication lock free:
+** it died, or its rename failed): the name holds the new file iff that file's base
+** epoch is next_base (the old one's is lower). Finished (the new shift published, the
+** directory synced, as the compactor would have) or undone; log_gen even again.
+** Publication lock held. */
+static int settle_switch(mw_db *db, uint64_t g) {
+  shm_hdr *h = db->mp->hdr;
+  char *lp = sqlite3_mprintf("%s-mw", db->path);
+  if (lp == 0) return SQLITE_NOMEM;
+  int rc = SQLITE_OK;
+  unsigned char b[8];
+  int fd = open(lp, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || pread(fd, b, 8, MW_LOG_HDR_BASE) != 8) rc = SQLITE_IOERR_READ;
+  if (fd >= 0) close(fd);
+  uint64_t base = 0;
+  memcpy(&base, b, 8);
+  if (rc == SQLITE_OK && base == h->next_base) {
+    rc = mw_dir_sync(lp, 0);
+    if (rc == SQLITE_OK) {
+      /* The database file was synced at next_base before the switch began. */
+      if (h->compacted < base) __atomic_store_n(&h->compacted, base, __ATOMIC_RELEASE);
+      __atomic_store_n(&h->shift, h->next_shift, __ATOMIC_RELEASE);
+      __atomic_store_n(&h->alloc_end, 0, __ATOMIC_RELAXED);
+    }
+  }
+  if (rc == SQLITE_OK) __atomic_store_n(&h->log_gen, g + 1, __ATOMIC_RELEASE);
+  sqlite3_free(lp);
+  return rc;
+}
+
+/* Publication lock and catch_mu held: db->log on the file at the log's name. */
+static int follow_switch(mw_db *db) {
+  mw_mp *m = db->mp;
+  uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
+  if (g & 1) {
+    int rc = settle_switch(db, g);
+    if (rc != SQLITE_OK) return rc;
+    g++;
+  }
+  if (g == m->gen) return SQLITE_OK;
+  int rc = mw_log_reopen_shared(db->log, __atomic_load_n(&m->hdr->shift, __ATOMIC_ACQUIRE));
+  if (rc == SQLITE_OK) __atomic_store_n(&m->gen, g, __ATOMIC_RELAXED);
+  return rc;
+}
+
 /* Applies every published record past this process's log end (catch_mu held). */
 static int catch_up_locked(mw_db *db) {
   mw_mp *m = db->mp;
@@ -247,10 +312,19 @@ static int catch_up_locked(mw_db *db) {
 ** caller holds the join lock and saw no live slot). */
 static int settle(mw_db *db) {
   mw_mp *m = db->mp;
+  mw_mutex_lock(&m->pub_mu);
+  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&m->pub_mu);
+    return rc;
+  }
   mw_mutex_lock(&m->catch_mu);
-  int rc = catch_up_locked(db);
+  rc = follow_switch(db); /* another process may have compacted since the last tick */
+  if (rc == SQLITE_OK) rc = catch_up_locked(db);
   uint64_t end = mw_log_end(db->log);
   mw_mutex_unlock(&m->catch_mu);
+  (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
+  mw_mutex_unlock(&m->pub_mu);
   if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, end);
   if (rc == SQLITE_OK) {
     durable_max(m, end);
@@ -264,7 +338,18 @@ static int settle(mw_db *db) {
 void mw_mp_refresh(mw_db *db) {
   mw_mp *m = db->mp;
   if (db->broken) return;
-  if (__atomic_load_n(&m->hdr->committed_end, __ATOMIC_ACQUIRE) > mw_log_end(db->log)) {
+  /* The committed end first, then the generation: a record published after a switch
+  ** was published after its generation. The generation read is that of the file this
+  ** process is on (or one above: a switch under way, or left by a dead compactor;
+  ** records before that committed end are in this process's file all the same): read
+  ** them from it. Else the log was switched: open the new file under the publication
+  ** lock (no switch runs meanwhile), then catch up. */
+  uint64_t ce = __atomic_load_n(&m->hdr->committed_end, __ATOMIC_ACQUIRE);
+  uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
+  if (g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) &&
+      g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) + 1) {
+    if (mw_mp_commit_begin(db) == SQLITE_OK) mw_mp_commit_end(db, SQLITE_ABORT, 0, 0);
+  } else if (ce > mw_log_end(db->log)) {
     mw_mutex_lock(&m->catch_mu);
     (void)catch_up_locked(db); /* a failure breaks the database (every commit fails) */
     mw_mutex_unlock(&m->catch_mu);
@@ -309,7 +394,8 @@ int mw_mp_commit_begin(mw_db *db) {
   }
   mw_crash_point("mp_locked");
   mw_mutex_lock(&m->catch_mu);
-  rc = catch_up_locked(db);
+  rc = follow_switch(db);
+  if (rc == SQLITE_OK) rc = catch_up_locked(db);
   if (rc != SQLITE_OK) {
     mw_mp_commit_end(db, rc, 0, 0);
     return rc;
@@ -346,30 +432,107 @@ void mw_mp_durable(mw_db *db, uint64_t end) { durable_max(db->mp, end); }
 
 /* ---------------------------------------------------------------- compaction */
 
-int mw_mp_compact_begin(mw_db *db) {
+void mw_mp_floor(mw_db *db, uint64_t oldest) {
+  mw_mp *m = db->mp;
+  /* Only between joined and leave (the slot and the header are set up by then; the
+  ** compactor job starts before the open joins). */
+  if (!__atomic_load_n(&m->joined, __ATOMIC_ACQUIRE) || m->slot < 0) return;
+  uint64_t *f = &m->hdr->floor[m->slot];
+  if (oldest > __atomic_load_n(f, __ATOMIC_RELAXED)) __atomic_store_n(f, oldest, __ATOMIC_RELEASE);
+}
+
+void mw_mp_tick(mw_db *db) {
+  if (!__atomic_load_n(&db->mp->joined, __ATOMIC_ACQUIRE)) return; /* as mw_mp_floor */
+  mw_mp_refresh(db);
+  /* The database file holds the state at the shared compacted epoch: garbage
+  ** collection may drop what it holds. It is never above this process's floor (a
+  ** compaction's target is not), hence never above what this process applied. */
+  uint64_t c = __atomic_load_n(&db->mp->hdr->compacted, __ATOMIC_ACQUIRE);
+  mw_mutex_lock(&db->mu);
+  if (c > db->compacted && c <= db->visible) db->compacted = c;
+  mw_mutex_unlock(&db->mu);
+}
+
+int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) {
   mw_mp *m = db->mp;
   /* Not before the open has joined: the opener holds join_mu, and a failed open stops
   ** the compactor while holding it. */
   if (!__atomic_load_n(&m->joined, __ATOMIC_ACQUIRE)) return SQLITE_BUSY;
+  mw_mp_refresh(db); /* this process's own floor as high as it can be */
   mw_mutex_lock(&m->join_mu);
-  int rc = join_take(m, 0);
-  if (rc == SQLITE_OK && others_alive(m)) rc = SQLITE_BUSY;
-  if (rc == SQLITE_OK) rc = settle(db);
+  int rc = join_take(m, 0); /* one compactor at a time; nobody joins or leaves meanwhile */
   if (rc != SQLITE_OK) {
-    if (m->join_held) join_release(m);
-    else mw_mutex_unlock(&m->join_mu);
+    mw_mutex_unlock(&m->join_mu);
+    return rc;
   }
+  /* T may not pass the floor of any live process: none of them has a snapshot below
+  ** it (the file is written up to T while they read it), and each applied every record
+  ** up to it (the log drops them, and their stores must hold every version after the
+  ** file's). A slot's floor only grows, so a value read now stays a lower bound. */
+  uint64_t limit = UINT64_MAX;
+  for (int i = 0; i < MW_MP_SLOTS; i++) {
+    if (i == m->slot || !held_elsewhere(m->fd, LOCK_SLOT0 + i)) continue;
+    uint64_t f = __atomic_load_n(&m->hdr->floor[i], __ATOMIC_ACQUIRE);
+    if (f < limit) limit = f;
+  }
+  /* Start from what the file holds, whoever compacted it last: T must be above it
+  ** (never write an older state over a newer one), and every version after it is in
+  ** this store (it only drops what the file holds). */
+  uint64_t c = __atomic_load_n(&m->hdr->compacted, __ATOMIC_ACQUIRE);
+  mw_mutex_lock(&db->mu);
+  if (c > db->compacted && c <= db->visible) db->compacted = c;
+  if (c > db->compacted) rc = SQLITE_BUSY; /* not applied that far yet: next time */
+  mw_mutex_unlock(&db->mu);
+  if (rc != SQLITE_OK) join_release(m);
+  *pLimit = limit;
   return rc;
 }
 
-void mw_mp_compact_end(mw_db *db) {
-  mw_mp *m = db->mp;
-  /* A compaction switches the log to a new file with another shift (its zeroed room
-  ** is not known here: the next commit adds room from the end). */
-  __atomic_store_n(&m->hdr->shift, mw_log_shift(db->log), __ATOMIC_RELEASE);
-  __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);
-  join_release(m);
+static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base) {
+  mw_mp *m = ctx;
+  m->hdr->next_shift = new_shift;
+  m->hdr->next_base = base;
+  /* Odd: from here until the end of the switch, the name may hold either file. */
+  __atomic_store_n(&m->hdr->log_gen, __atomic_load_n(&m->gen, __ATOMIC_RELAXED) + 1,
+                   __ATOMIC_RELEASE);
+  mw_crash_point("compact_switch");
 }
+
+int mw_mp_compact_log(mw_db *db, uint64_t base) {
+  mw_mp *m = db->mp;
+  /* Under the publication lock: no record is appended meanwhile, so the new file has
+  ** every published record after base (this process applied them all first). */
+  mw_mutex_lock(&m->pub_mu);
+  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&m->pub_mu);
+    return rc;
+  }
+  mw_mutex_lock(&m->catch_mu);
+  rc = follow_switch(db);
+  if (rc == SQLITE_OK) rc = catch_up_locked(db);
+  if (rc == SQLITE_OK) rc = mw_log_compacted_hook(db->log, base, switch_hook, m);
+  if (rc == SQLITE_OK) mw_crash_point("compact_switched"); /* renamed, not yet published */
+  uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
+  if (g & 1) {
+    /* The hook ran. Renamed (this log is on the new file): publish it; else (the rename
+    ** failed) the old file stays. Either way the generation moves on: the others open
+    ** the file at the name again. */
+    if (mw_log_base(db->log) == base) {
+      __atomic_store_n(&m->hdr->compacted, base, __ATOMIC_RELEASE);
+      __atomic_store_n(&m->hdr->shift, mw_log_shift(db->log), __ATOMIC_RELEASE);
+      __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&m->hdr->log_gen, g + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->gen, g + 1, __ATOMIC_RELAXED);
+  }
+  mw_mutex_unlock(&m->catch_mu);
+  (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
+  mw_mutex_unlock(&m->pub_mu);
+  return rc;
+}
+
+void mw_mp_compact_end(mw_db *db) { join_release(db->mp); }
 
 /* ---------------------------------------------------------------- open and close */
 
@@ -433,6 +596,19 @@ int mw_mp_attach(mw_db *db, char **pzErr) {
       (memcmp(m->hdr->magic, SHM_MAGIC, 8) != 0 || m->hdr->version != SHM_VERSION ||
        m->hdr->nslots != MW_MP_SLOTS))
     rc = SQLITE_CORRUPT;
+  if (rc == SQLITE_OK && !m->first &&
+      (__atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE) & 1)) {
+    /* A compactor died renaming the log: which file the name holds decides the shift
+    ** this open replays with. */
+    mw_mutex_lock(&m->pub_mu);
+    rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
+    if (rc == SQLITE_OK) {
+      uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
+      if (g & 1) rc = settle_switch(db, g);
+      (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
+    }
+    mw_mutex_unlock(&m->pub_mu);
+  }
   if (rc != SQLITE_OK && pzErr && *pzErr == 0)
     *pzErr = sqlite3_mprintf("multiwriter: %s is not usable (%d): another version of the "
                              "engine, or a damaged file, while other processes have the "
@@ -446,7 +622,10 @@ void mw_mp_log_options(mw_db *db, mw_log_options *lo) {
   mw_mp *m = db->mp;
   lo->shared = 1;
   if (!m->first) {
-    /* Replays what is durable; what is published after it is applied as catch-up. */
+    /* Replays what is durable; what is published after it is applied as catch-up.
+    ** The join lock is held: no switch starts meanwhile (mw_mp_attach settled one
+    ** that a dead compactor left). */
+    m->gen = m->hdr->log_gen;
     lo->follow_end = __atomic_load_n(&m->hdr->durable_end, __ATOMIC_ACQUIRE);
     lo->shift = __atomic_load_n(&m->hdr->shift, __ATOMIC_ACQUIRE);
   }
@@ -465,6 +644,8 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     h->shift = mw_log_shift(db->log);
     h->alloc_end = end; /* recovery cut the file at its last record */
     h->nslots = MW_MP_SLOTS;
+    h->compacted = db->compacted;
+    h->log_gen = 0;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(h->magic, SHM_MAGIC, 8);
   } else if (m->hdr->page_size != (uint32_t)db->page_size) {
@@ -483,6 +664,11 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
   }
   if (rc == SQLITE_OK) {
     m->hdr->pid[m->slot] = (uint64_t)getpid();
+    /* Below any snapshot this process will take, and applied: a compactor (it holds
+    ** the join lock, as this open does) sees it once the slot is alive. */
+    mw_mutex_lock(&db->mu);
+    __atomic_store_n(&m->hdr->floor[m->slot], db->oldest, __ATOMIC_RELEASE);
+    mw_mutex_unlock(&db->mu);
     __atomic_store_n(&m->joined, 1, __ATOMIC_RELEASE);
     join_release(m);
   } else if (pzErr && *pzErr == 0) {
@@ -556,7 +742,10 @@ void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
 }
 void mw_mp_durable(mw_db *db, uint64_t end) { (void)db; (void)end; }
 void mw_mp_mark_locked(mw_db *db, uint64_t before) { (void)db; (void)before; }
-int mw_mp_compact_begin(mw_db *db) { (void)db; return SQLITE_BUSY; }
+int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) { (void)db; *pLimit = 0; return SQLITE_BUSY; }
+int mw_mp_compact_log(mw_db *db, uint64_t base) { (void)db; (void)base; return SQLITE_MISUSE; }
 void mw_mp_compact_end(mw_db *db) { (void)db; }
+void mw_mp_floor(mw_db *db, uint64_t oldest) { (void)db; (void)oldest; }
+void mw_mp_tick(mw_db *db) { (void)db; }
 
 #endif

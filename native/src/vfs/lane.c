@@ -306,6 +306,7 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       out[MW_STAT_COMPACTIONS] = db->compactions;
       out[MW_STAT_VISIBLE_EPOCH] = (int64_t)db->visible;
       out[MW_STAT_PINNED_VERSIONS] = db->pinned;
+      out[MW_STAT_STORE_CHAINS] = db->chains;
       out[MW_STAT_LOG_BYTES] = (int64_t)db->log_bytes;
       mw_mutex_unlock(&db->mu);
       mw_bg_counts(&out[MW_STAT_BACKGROUND_THREADS], 0);
