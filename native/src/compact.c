@@ -12,8 +12,12 @@
 ** all) once the file holds everything, until the end of the next transaction that
 ** committed (mw_compact_dirty_locked, from db.c).
 **
+** Each step first releases the transactions whose threads all ended
+** (mw_db_release_orphans_locked, db.c), so that they pin nothing.
+**
 ** Owns: the compactor job and the writes into the database file.
-** Never touches: lanes, SQLite connections.
+** Never touches: lanes (but their snapshot epochs, read under db->mu), SQLite
+** connections.
 */
 #include "engine.h"
 
@@ -29,8 +33,15 @@ static int cmp_page(const void *a, const void *b) {
   return x->pgno < y->pgno ? -1 : x->pgno > y->pgno;
 }
 
+static void log_orphans(mw_db *db, int n) {
+  if (n)
+    sqlite3_log(SQLITE_WARNING, "multiwriter: %d transaction(s) on %s whose threads all ended "
+                "were released", n, db->path);
+}
+
 static void gc(mw_db *db) {
   mw_mutex_lock(&db->mu);
+  int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (db->compacting && db->compacting < m) m = db->compacting;
   for (mw_lane *l = db->lanes; l; l = l->next_in_db)
@@ -38,6 +49,7 @@ static void gc(mw_db *db) {
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
   uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
   mw_mutex_unlock(&db->mu);
+  log_orphans(db, orphans);
   int64_t pinned = 0, chains = 0;
   mw_store_gc(&db->store, oldest, compacted, visible, &pinned, &chains);
   mw_mutex_lock(&db->mu);
@@ -77,6 +89,7 @@ int mw_compact_now(mw_db *db, int final) {
 
 static int compact_now(mw_db *db, int final) {
   mw_mutex_lock(&db->mu);
+  int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (!final)
     for (mw_lane *l = db->lanes; l; l = l->next_in_db)
@@ -90,6 +103,7 @@ static int compact_now(mw_db *db, int final) {
   ** holds here, so no prune has passed T yet. */
   if (!broken && m > since) db->compacting = m;
   mw_mutex_unlock(&db->mu);
+  log_orphans(db, orphans);
   if (broken) return broken;
   if (m <= since) {
     gc(db);
