@@ -2,7 +2,8 @@
 ** db.c: the shared state of one open database in this process (mw_db): the
 ** registry of open databases, the first open (conversion to WAL, the log and its
 ** replay into the store), the last close (full compaction, log removed), the
-** snapshot registry, and reads of the database file.
+** snapshot registry with the threads that use each transaction and the release of
+** those whose threads all ended (owner.c), and reads of the database file.
 **
 ** Owns: mw_db, the registry, the data handle on the database file.
 ** Never touches: a lane's WAL or wal-index, SQLite connections other than the

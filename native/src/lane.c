@@ -12,6 +12,9 @@
 **   - the private WAL: a growable buffer; the write that completes a commit frame
 **     runs the commit (commit.c).
 **   - PRAGMAs the engine cannot honour are refused here.
+**   - every entry that reads or writes in a transaction joins the calling thread to
+**     its users (db.c); once all of them ended, the transaction was released and
+**     those entries fail with SQLITE_IOERR until SQLite lets it go.
 **
 ** Owns: the lane, its WAL buffer, its wal-index regions, its read set.
 ** Never touches: the database file (except reads through mw_db_read_file), the log.

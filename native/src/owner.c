@@ -32,8 +32,6 @@ struct mw_owner {
   int ended;                   /* its thread ended */
 };
 
-static long long n_made, n_ended;
-
 void mw_owner_ref(mw_owner *o) { __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED); }
 
 void mw_owner_unref(mw_owner *o) {
@@ -41,11 +39,6 @@ void mw_owner_unref(mw_owner *o) {
 }
 
 int mw_owner_ended(mw_owner *o) { return __atomic_load_n(&o->ended, __ATOMIC_ACQUIRE); }
-
-void mw_owner_counts(long long *pMade, long long *pEnded) {
-  *pMade = __atomic_load_n(&n_made, __ATOMIC_RELAXED);
-  *pEnded = __atomic_load_n(&n_ended, __ATOMIC_RELAXED);
-}
 
 #ifdef _WIN32
 
@@ -66,7 +59,6 @@ static int key_ok;
 static void token_end(void *p) {
   mw_owner *o = p;
   __atomic_store_n(&o->ended, 1, __ATOMIC_RELEASE);
-  __atomic_add_fetch(&n_ended, 1, __ATOMIC_RELAXED);
   mw_owner_unref(o);
 }
 
@@ -130,7 +122,6 @@ mw_owner *mw_owner_self(void) {
     free(o);
     return 0;
   }
-  __atomic_add_fetch(&n_made, 1, __ATOMIC_RELAXED);
   return o;
 }
 

@@ -20,7 +20,5 @@ void mw_owner_ref(mw_owner *o);
 void mw_owner_unref(mw_owner *o);
 /* 1 once the token's thread has ended (its TLS destructors ran). Atomic. */
 int mw_owner_ended(mw_owner *o);
-/* Tokens made and tokens whose thread ended, since the process started: tests. */
-void mw_owner_counts(long long *pMade, long long *pEnded);
 
 #endif /* MW_OWNER_H */
