@@ -14,6 +14,7 @@
 
 #include "mw_internal.h"
 #include "background.h"
+#include "owner.h"
 
 /* 1 once the log (log.c) is part of the build; 0 keeps commits in memory only. */
 #ifndef MW_USE_LOG
@@ -243,6 +244,13 @@ void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l);
 extern int64_t mw_early_snapshots;
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
 void mw_db_txn_end(mw_db *db, mw_lane *l);
+/* Called by every thread that uses the lane's transaction (lane.c): joins the
+** calling thread to its users. 1 when the transaction was released because its
+** users had all ended (it must be rolled back), else 0. */
+int mw_db_lane_use(mw_db *db, mw_lane *l);
+/* Releases the snapshot of every lane whose transaction's users all ended (under
+** db->mu; the compactor's steps). Returns how many. */
+int mw_db_release_orphans_locked(mw_db *db);
 /* Reads page bytes from the database file (pages the store does not hold). */
 int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt);
 
@@ -415,6 +423,14 @@ struct mw_lane {
   int touched;                 /* this snapshot read a page through xRead */
   int cold_start;              /* this snapshot went cold at its start: SQLite lets
                                   it go at once and locks again (lane.c) */
+
+  /* The threads that used this transaction (owner.c; changed under db->mu by the
+  ** lane's callers, read by the compactor under db->mu; cleared at its end). Once
+  ** every one has ended, the compactor releases its snapshot (db.c). */
+  mw_owner **users;
+  int nusers, cap_users;
+  int untracked;               /* a user had no token: never released */
+  int abandoned;               /* released: every use until its end fails (atomic) */
 
   int64_t stats[MW_STAT_COUNT];
 };

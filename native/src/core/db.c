@@ -2,7 +2,8 @@
 ** db.c: the shared state of one open database in this process (mw_db): the
 ** registry of open databases, the first open (conversion to WAL, the log and its
 ** replay into the store), the last close (full compaction, log removed), the
-** snapshot registry, and reads of the database file.
+** snapshot registry with the threads that use each transaction and the release of
+** those whose threads all ended (owner.c), and reads of the database file.
 **
 ** Owns: mw_db, the registry, the data handle on the database file.
 ** Never touches: a lane's WAL or wal-index, SQLite connections other than the
@@ -629,9 +630,13 @@ static uint64_t installed_prefix_locked(mw_db *db, uint32_t *pSize) {
   return e;
 }
 
+static void join_locked(mw_lane *l, mw_owner *me);
+
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   if (db->mp) mw_mp_refresh(db); /* the other processes' commits first */
+  mw_owner *me = mw_owner_self();
   mw_mutex_lock(&db->mu);
+  join_locked(l, me); /* the thread that begins it: its first user */
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
   db->active++;
   l->counted = 1;
@@ -696,6 +701,10 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   }
   if (!keep_turn) mw_turn_leave_locked(db, l);
   if (was == db->oldest) recompute_oldest_locked(db);
+  for (int i = 0; i < l->nusers; i++) mw_owner_unref(l->users[i]);
+  l->nusers = 0;
+  l->untracked = 0;
+  __atomic_store_n(&l->abandoned, 0, __ATOMIC_RELAXED);
   /* Only the turn's waits depend on a transaction's end (db->active), and there are
   ** none while no turn is held or queued. */
   if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
@@ -704,6 +713,84 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);
   if (wake) mw_compact_wake(db);
+}
+
+/* ---------------------------------------------------------------- threads that ended */
+
+/* A transaction belongs to every thread that used it (any call into its lane that
+** reaches the engine while it is open); the compactor releases it once they have
+** all ended (a terminated Worker's thread): until then its snapshot pins versions.
+** A thread that could get no token makes the transaction untracked: never
+** released. The list is only changed by the lane's callers (SQLite serializes a
+** connection's calls) under db->mu, so their own lookup needs no lock. */
+static void join_locked(mw_lane *l, mw_owner *me) {
+  if (me && l->nusers == l->cap_users) {
+    int ncap = l->cap_users ? l->cap_users * 2 : 4;
+    mw_owner **nu = realloc(l->users, (size_t)ncap * sizeof *nu);
+    if (nu) {
+      l->users = nu;
+      l->cap_users = ncap;
+    }
+  }
+  if (me && l->nusers < l->cap_users) {
+    mw_owner_ref(me);
+    l->users[l->nusers++] = me;
+  } else {
+    l->untracked = 1;
+  }
+}
+
+int mw_db_lane_use(mw_db *db, mw_lane *l) {
+  mw_owner *me = mw_owner_self();
+  int i = l->nusers - 1;
+  while (me && i >= 0 && l->users[i] != me) i--;
+  if (me == 0 || i < 0) {
+    mw_mutex_lock(&db->mu);
+    join_locked(l, me);
+    mw_mutex_unlock(&db->mu);
+  }
+  return __atomic_load_n(&l->abandoned, __ATOMIC_ACQUIRE);
+}
+
+static int orphan_write_locks; /* write locks of released lanes (lane.c counts) */
+
+int mw_db_release_orphans_locked(mw_db *db) {
+  int n = 0;
+  for (mw_lane *l = db->lanes; l; l = l->next_in_db) {
+    if (l->reg == 0 || l->nusers == 0 || l->untracked || l->abandoned) continue;
+    int live = 0;
+    for (int i = 0; i < l->nusers && !live; i++) live = !mw_owner_ended(l->users[i]);
+    if (live) continue;
+    /* Nobody can end it any more: its snapshot pins nothing from now on, and the
+    ** connection's next use in it fails (mw_db_lane_use) until it is rolled back.
+    ** Its thread ended between two calls (a runtime ends a Worker's thread only
+    ** in JavaScript), so no engine lock or call of it is left half done. */
+    uint64_t was = l->reg;
+    l->reg = 0;
+    if (l->counted) {
+      db->active--;
+      l->counted = 0;
+    }
+    mw_turn_forget_locked(db, l);
+    /* What was tied to the dead thread: its write-lock counter (its thread-local
+    ** storage is gone: the lock now counts in a counter of no thread) and a commit
+    ** stashed for phase two (that never comes). The write lock itself stays until
+    ** SQLite lets it go: a lane that holds it keeps its snapshot across the swap
+    ** of read marks in walRestartLog (lane.c), and this one must keep it too, so
+    ** that no new snapshot begins under the released transaction. */
+    if (l->write_lock) {
+      l->wlock_counter = &orphan_write_locks;
+      __atomic_add_fetch(&orphan_write_locks, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->stash_owner, (void *)0, __ATOMIC_RELAXED);
+    l->poisoned = 1; /* the lane starts cold after it */
+    __atomic_store_n(&l->abandoned, 1, __ATOMIC_RELEASE);
+    if (was == db->oldest) recompute_oldest_locked(db);
+    n++;
+  }
+  if (n) mw_cond_broadcast(&db->turn_cv);
+  return n;
 }
 
 /* ---------------------------------------------------------------- stashed commits */

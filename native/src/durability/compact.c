@@ -15,8 +15,12 @@
 ** each tick catches up with the other processes and publishes this one's floor
 ** (mp.c), so that compaction goes on while several processes are open.
 **
+** Each step first releases the transactions whose threads all ended
+** (mw_db_release_orphans_locked, db.c), so that they pin nothing.
+**
 ** Owns: the compactor job and the writes into the database file.
-** Never touches: lanes, SQLite connections.
+** Never touches: lanes (but their snapshot epochs, read under db->mu), SQLite
+** connections.
 */
 #include "engine.h"
 
@@ -32,8 +36,15 @@ static int cmp_page(const void *a, const void *b) {
   return x->pgno < y->pgno ? -1 : x->pgno > y->pgno;
 }
 
+static void log_orphans(mw_db *db, int n) {
+  if (n)
+    sqlite3_log(SQLITE_WARNING, "multiwriter: %d transaction(s) on %s whose threads all ended "
+                "were released", n, db->path);
+}
+
 static void gc(mw_db *db) {
   mw_mutex_lock(&db->mu);
+  int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (db->compacting && db->compacting < m) m = db->compacting;
   for (mw_lane *l = db->lanes; l; l = l->next_in_db)
@@ -42,6 +53,7 @@ static void gc(mw_db *db) {
   uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
   mw_mutex_unlock(&db->mu);
   if (db->mp) mw_mp_floor(db, oldest); /* what a compactor of any process may reach */
+  log_orphans(db, orphans);
   int64_t pinned = 0, chains = 0;
   mw_store_gc(&db->store, oldest, compacted, visible, &pinned, &chains);
   mw_mutex_lock(&db->mu);
@@ -83,6 +95,7 @@ int mw_compact_now(mw_db *db, int final) {
 
 static int compact_now(mw_db *db, int final, uint64_t limit) {
   mw_mutex_lock(&db->mu);
+  int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (limit < m) m = limit;
   if (!final)
@@ -102,6 +115,7 @@ static int compact_now(mw_db *db, int final, uint64_t limit) {
   ** holds here, so no prune has passed T yet. */
   if (!broken && m > since) db->compacting = m;
   mw_mutex_unlock(&db->mu);
+  log_orphans(db, orphans);
   if (broken) return broken;
   if (m <= since) {
     gc(db);

@@ -12,6 +12,9 @@
 **   - the private WAL: a growable buffer; the write that completes a commit frame
 **     runs the commit (commit.c).
 **   - PRAGMAs the engine cannot honour are refused here.
+**   - every entry that reads or writes in a transaction joins the calling thread to
+**     its users (db.c); once all of them ended, the transaction was released and
+**     those entries fail with SQLITE_IOERR until SQLite lets it go.
 **
 ** Owns: the lane, its WAL buffer, its wal-index regions, its read set.
 ** Never touches: the database file (except reads through mw_db_read_file), the log.
@@ -68,6 +71,17 @@ static void go_cold(mw_lane *l) {
 
 /* ---------------------------------------------------------------- snapshots */
 
+/* Joins the calling thread to the users of the lane's transaction (db.c). Once
+** every user has ended, the compactor may release the transaction: from then on
+** its reads and writes fail (the versions of its snapshot may be gone) until it is
+** rolled back. Called at every entry that reads or writes in a transaction. */
+static int use_txn(mw_lane *l) {
+  if (!l->in_snap || !mw_db_lane_use(l->db, l)) return SQLITE_OK;
+  sqlite3_log(SQLITE_IOERR, "multiwriter: the thread that began this transaction on %s ended "
+              "and its snapshot was released: roll it back", l->db->path);
+  return SQLITE_IOERR;
+}
+
 static void snap_begin(mw_lane *l) {
   l->touched = 0;
   l->cold_start = 0;
@@ -109,6 +123,8 @@ static int main_close(sqlite3_file *f) {
   mw_lane *l = p->lane;
   int rc = SQLITE_OK;
   if (l) {
+    /* Orders this thread after a release of the transaction (db->mu). */
+    if (l->in_snap) (void)mw_db_lane_use(l->db, l);
     if (l->write_lock) __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
     if (l->in_snap) snap_end(l);
     mw_db_remove_lane(l->db, l);
@@ -118,6 +134,7 @@ static int main_close(sqlite3_file *f) {
     free(l->wal);
     mw_pageset_free(&l->rs);
     free(l->own);
+    free(l->users);
     free(l->pgbuf);
     free(l);
     p->lane = 0;
@@ -137,6 +154,8 @@ static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
   int temp = 0, short_read = 0, rc = SQLITE_OK;
   uint64_t snap;
   uint32_t size;
+  rc = use_txn(l);
+  if (rc != SQLITE_OK) return rc;
   if (l->in_snap) {
     snap = l->snap;
     size = l->cur_size;
@@ -314,6 +333,7 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       return SQLITE_OK;
     }
     case SQLITE_FCNTL_COMMIT_PHASETWO:
+      if (use_txn(l) != SQLITE_OK) return SQLITE_IOERR;
       return l->stashed ? publish_stashed(l) : SQLITE_NOTFOUND;
     case SQLITE_FCNTL_SIZE_HINT:
     case SQLITE_FCNTL_CHUNK_SIZE:
@@ -376,6 +396,8 @@ static int main_shm_map(sqlite3_file *f, int iRegion, int szRegion, int bExtend,
 static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
   mw_lane *l = ((mw_file *)f)->lane;
   int lock = (flags & SQLITE_SHM_LOCK) != 0;
+  /* Joins, and a rollback of a released transaction works (no refusal here). */
+  if (l->in_snap) (void)mw_db_lane_use(l->db, l);
   if (flags & SQLITE_SHM_SHARED) {
     for (int s = ofst; s < ofst + n; s++) {
       if (s < 3) continue;
@@ -487,6 +509,8 @@ static int wal_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
 
 static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off) {
   mw_lane *l = ((mw_file *)f)->lane;
+  int urc = use_txn(l);
+  if (urc != SQLITE_OK) return urc; /* never commits a released transaction */
   uint64_t o = (uint64_t)off, end = o + (uint64_t)amt;
   if (end > l->wal_cap) {
     uint64_t ncap = l->wal_cap ? l->wal_cap : 65536;
