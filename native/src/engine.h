@@ -91,6 +91,11 @@ const mw_pver *mw_chain_view(const mw_chain *c, uint64_t snap, const uint64_t *o
 ** img afterwards. Returns SQLITE_NOMEM (img freed) on failure. */
 int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
                             uint64_t oldest);
+/* Installs copies of a log record's page images (npages of s->page_size bytes, back to
+** back) at `epoch`, each under its stripe, passing `prune` to mw_store_install_locked.
+** SQLITE_NOMEM when a copy cannot be made (the pages before it are installed). */
+int mw_store_install_record(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
+                            const unsigned char *images, uint64_t prune);
 /* Copies bytes [off, off+amt) of the page as seen by the view; 1 when found. */
 int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
                   void *buf, int off, int amt);

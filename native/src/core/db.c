@@ -101,17 +101,9 @@ static int convert_to_wal(sqlite3_vfs *root, const char *path, char **pzErr) {
 static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
                          const uint32_t *pgnos, const unsigned char *images) {
   mw_db *db = ctx;
-  for (int i = 0; i < npages; i++) {
-    unsigned char *img = malloc((size_t)db->page_size);
-    if (img == 0) return SQLITE_NOMEM;
-    memcpy(img, images + (size_t)i * (size_t)db->page_size, (size_t)db->page_size);
-    int s = mw_stripe_of(pgnos[i]);
-    mw_store_lock(&db->store, s);
-    /* Recovery: nobody reads yet, so older versions of the page go at once. */
-    int rc = mw_store_install_locked(&db->store, pgnos[i], epoch, img, epoch);
-    mw_store_unlock(&db->store, s);
-    if (rc != SQLITE_OK) return rc;
-  }
+  /* Recovery: nobody reads yet, so older versions of the page go at once. */
+  int rc = mw_store_install_record(&db->store, epoch, npages, pgnos, images, epoch);
+  if (rc != SQLITE_OK) return rc;
   db->visible = db->assigned = epoch;
   db->visible_size = db_pages;
   return SQLITE_OK;

@@ -152,6 +152,15 @@ static int join_take(mw_mp *m, int wait) {
   return rc;
 }
 
+/* Takes the publication lock: pub_mu, then the lock byte (waiting). On failure
+** neither is held. */
+static int pub_lock(mw_mp *m) {
+  mw_mutex_lock(&m->pub_mu);
+  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
+  if (rc != SQLITE_OK) mw_mutex_unlock(&m->pub_mu);
+  return rc;
+}
+
 /* ---------------------------------------------------------------- durability */
 
 static void durable_max(mw_mp *m, uint64_t end) {
@@ -202,16 +211,8 @@ static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
   mw_db *db = f->db;
   uint64_t end = f->off + mw_log_record_size(db->log, npages);
   uint64_t oldest = __atomic_load_n(&db->oldest, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < npages; i++) {
-    unsigned char *img = malloc((size_t)db->page_size);
-    if (img == 0) return SQLITE_NOMEM;
-    memcpy(img, images + (size_t)i * (size_t)db->page_size, (size_t)db->page_size);
-    int s = mw_stripe_of(pgnos[i]);
-    mw_store_lock(&db->store, s);
-    int rc = mw_store_install_locked(&db->store, pgnos[i], epoch, img, oldest);
-    mw_store_unlock(&db->store, s);
-    if (rc != SQLITE_OK) return rc;
-  }
+  int irc = mw_store_install_record(&db->store, epoch, npages, pgnos, images, oldest);
+  if (irc != SQLITE_OK) return irc;
   mw_mutex_lock(&db->mu);
   while (!db->broken && db->assigned - db->visible >= MW_RING - 1) {
     /* The ring is full: sync what was applied so far (it is all written), so that the
@@ -312,12 +313,8 @@ static int catch_up_locked(mw_db *db) {
 ** caller holds the join lock and saw no live slot). */
 static int settle(mw_db *db) {
   mw_mp *m = db->mp;
-  mw_mutex_lock(&m->pub_mu);
-  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
-  if (rc != SQLITE_OK) {
-    mw_mutex_unlock(&m->pub_mu);
-    return rc;
-  }
+  int rc = pub_lock(m);
+  if (rc != SQLITE_OK) return rc;
   mw_mutex_lock(&m->catch_mu);
   rc = follow_switch(db); /* another process may have compacted since the last tick */
   if (rc == SQLITE_OK) rc = catch_up_locked(db);
@@ -386,12 +383,8 @@ void mw_mp_refresh(mw_db *db) {
 
 int mw_mp_commit_begin(mw_db *db) {
   mw_mp *m = db->mp;
-  mw_mutex_lock(&m->pub_mu);
-  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
-  if (rc != SQLITE_OK) {
-    mw_mutex_unlock(&m->pub_mu);
-    return rc;
-  }
+  int rc = pub_lock(m);
+  if (rc != SQLITE_OK) return rc;
   mw_crash_point("mp_locked");
   mw_mutex_lock(&m->catch_mu);
   rc = follow_switch(db);
@@ -502,12 +495,8 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
   mw_mp *m = db->mp;
   /* Under the publication lock: no record is appended meanwhile, so the new file has
   ** every published record after base (this process applied them all first). */
-  mw_mutex_lock(&m->pub_mu);
-  int rc = byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1);
-  if (rc != SQLITE_OK) {
-    mw_mutex_unlock(&m->pub_mu);
-    return rc;
-  }
+  int rc = pub_lock(m);
+  if (rc != SQLITE_OK) return rc;
   mw_mutex_lock(&m->catch_mu);
   rc = follow_switch(db);
   if (rc == SQLITE_OK) rc = catch_up_locked(db);
