@@ -37,6 +37,11 @@
 #include "bench_workloads.h"
 #include "multiwriter.h"
 #include "sqlite3.h"
+#ifdef MW_TAIL_TRACE
+/* Where slow transactions spend their time (engine.h): each transaction over
+** MWBENCH_TAIL_US (default 5000) microseconds is printed to stderr. */
+#include "../../native/src/engine.h"
+#endif
 
 enum { V_SQLITE, V_SQLITE_WAIT, V_MW, V_MWR, V_COUNT };
 static const char *const v_names[V_COUNT] = { "sqlite", "sqlite-wait", "mw", "mwr" };
@@ -233,6 +238,9 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
   }
   while (atomic_load(&ctl->phase) != PH_STOP && !atomic_load(&ctl->abort)) {
     wl_choose(&x);
+#ifdef MW_TAIL_TRACE
+    memset(&mw_tail, 0, sizeof mw_tail);
+#endif
     uint64_t t0 = now_ns();
     int attempts = 0, done = 0;
     for (;;) {
@@ -267,6 +275,21 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
     }
     if (!done) continue;
     uint64_t t1 = now_ns();
+#ifdef MW_TAIL_TRACE
+    {
+      static long tail_us = -1;
+      if (tail_us < 0) tail_us = getenv("MWBENCH_TAIL_US") ? atol(getenv("MWBENCH_TAIL_US")) : 5000;
+      if (atomic_load(&ctl->phase) == PH_MEASURE && t1 - t0 > (uint64_t)tail_us * 1000u) {
+        const mw_tail_trace *m = &mw_tail;
+        fprintf(stderr, "TAIL w%d lat %.2f att %d begins %d held %d excl %d probes %d refused %d | begin %.2f turn %.2f commit %.2f durable %.2f visible %.2f refuse %.2f end %.2f other %.2f | reserve %.2f lock %.2f assign %.2f\n",
+                w, (t1 - t0) / 1e6, attempts, m->begins, m->held, m->exclusive, m->probes, m->refused,
+                m->begin_ns / 1e6, m->turn_ns / 1e6, m->commit_ns / 1e6, m->durable_ns / 1e6, m->visible_ns / 1e6,
+                m->refuse_ns / 1e6, m->end_ns / 1e6,
+                ((double)(t1 - t0) - (double)(m->begin_ns + m->commit_ns + m->end_ns)) / 1e6,
+                m->reserve_ns / 1e6, m->lock_ns / 1e6, m->assign_ns / 1e6);
+      }
+    }
+#endif
     x.seq++;
     r->total++;
     if (atomic_load(&ctl->phase) == PH_MEASURE) {

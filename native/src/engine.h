@@ -236,6 +236,29 @@ void mw_db_snapshot_end(mw_db *db, mw_lane *l);
 ** commit outside the turn takes an eighth off (and 1), each commit in the turn a
 ** 128th (and 1). A lane at MW_HEAT_QUEUE or more queues for the turn at once; such
 ** a holder is not exclusive (turn.c). */
+/* MW_TAIL_TRACE (off unless defined before this header, e.g. -DMW_TAIL_TRACE): the
+** calling thread's time in the engine's waits for its current transaction, for
+** finding where slow transactions spend their time (bench/native/mwbench.c reads
+** it). The caller zeroes it before a transaction. */
+#ifdef MW_TAIL_TRACE
+typedef struct {
+  uint64_t begin_ns;   /* mw_db_txn_begin: db->mu and the turn's waits */
+  uint64_t turn_ns;    /* of that, in mw_turn_enter_locked */
+  uint64_t commit_ns;  /* mw_commit, whole */
+  uint64_t durable_ns; /* of that, make_durable (log write, group sync) */
+  uint64_t visible_ns; /* of that, make_visible */
+  uint64_t refuse_ns;  /* of that, a refused holder's wait for its snapshot */
+  uint64_t end_ns;     /* mw_db_txn_end */
+  uint64_t reserve_ns; /* of commit_ns, reserve (room in the log) */
+  uint64_t lock_ns;    /* of commit_ns, lock_stripes */
+  uint64_t assign_ns;  /* of commit_ns, assign */
+  int begins, held, exclusive, refused, probes;
+} mw_tail_trace;
+extern _Thread_local mw_tail_trace mw_tail;
+#define MW_TAIL(stmt) do { stmt; } while (0)
+#else
+#define MW_TAIL(stmt) do { } while (0)
+#endif
 #define MW_HEAT_MAX 1024
 #define MW_HEAT_QUEUE 512
 /* A turn holder's commit hands the turn over once installed (before its sync);

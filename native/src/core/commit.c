@@ -508,9 +508,14 @@ static int refuse(commit *c, int rc) {
   ** return before they are, refused or not. It is done writing: the next in line
   ** need not wait for those syncs. */
   if (l->held_turn) {
+#ifdef MW_TAIL_TRACE
+    uint64_t t0 = mw_now_ns();
+#endif
     mw_db_turn_pass(l->db, l);
     mw_db_wait_snapshot_durable(l->db, l);
+    MW_TAIL(mw_tail.refuse_ns += mw_now_ns() - t0);
   }
+  MW_TAIL(mw_tail.refused++);
   return rc;
 }
 
@@ -671,8 +676,16 @@ static int complete(commit *c, int rc) {
   ** next holder's snapshot includes this commit (db.c); acknowledgements still
   ** wait for the sync below. */
   if (c->l->held_turn) mw_db_turn_pass(c->l->db, c->l);
+#ifdef MW_TAIL_TRACE
+  uint64_t t0 = mw_now_ns();
+#endif
   rc = make_durable(c, rc);
+#ifdef MW_TAIL_TRACE
+  uint64_t t1 = mw_now_ns();
+  mw_tail.durable_ns += t1 - t0;
+#endif
   rc = make_visible(c, rc);
+  MW_TAIL(mw_tail.visible_ns += mw_now_ns() - t1);
   if (rc != SQLITE_OK) {
     c->l->must_reset = 1;
     return rc;
@@ -682,11 +695,18 @@ static int complete(commit *c, int rc) {
 }
 
 int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
+#ifdef MW_TAIL_TRACE
+  uint64_t t_commit = mw_now_ns();
+#endif
   commit c = { 0 };
   c.allow_growth = 1;
   int rc = collect(&c, l, from, to, db_pages);
   if (rc == SQLITE_OK) rc = precheck(&c);
+#ifdef MW_TAIL_TRACE
+  uint64_t t_r = mw_now_ns();
+#endif
   if (rc == SQLITE_OK && !c.conflict) rc = reserve(&c);
+  MW_TAIL(mw_tail.reserve_ns += mw_now_ns() - t_r; t_r = mw_now_ns());
   if (rc == SQLITE_OK && !c.conflict && l->db->mp) {
     /* mw_mp=1: one commit at a time across processes, after the others' records. */
     rc = mw_mp_commit_begin(l->db);
@@ -695,19 +715,23 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   if (rc == SQLITE_OK && !c.conflict) {
     c.mask = stripe_mask(&c);
     lock_stripes(&l->db->store, c.mask);
+    MW_TAIL(mw_tail.lock_ns += mw_now_ns() - t_r);
     c.locked = 1;
     rc = validate(&c);
   }
   if (rc != SQLITE_OK || c.conflict) {
     rc = refuse(&c, rc);
   } else {
+    MW_TAIL(t_r = mw_now_ns());
     assign(&c);
+    MW_TAIL(mw_tail.assign_ns += mw_now_ns() - t_r);
     rc = install(&c);
     unlock_stripes(&l->db->store, c.mask);
     c.locked = 0;
     rc = complete(&c, rc);
   }
   commit_free(&c);
+  MW_TAIL(mw_tail.commit_ns += mw_now_ns() - t_commit);
   return rc;
 }
 

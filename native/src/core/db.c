@@ -623,13 +623,21 @@ static uint64_t installed_prefix_locked(mw_db *db, uint32_t *pSize) {
 }
 
 static void join_locked(mw_lane *l, mw_owner *me);
+#ifdef MW_TAIL_TRACE
+_Thread_local mw_tail_trace mw_tail;
+#endif
 
 void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
+#ifdef MW_TAIL_TRACE
+  uint64_t t0 = mw_now_ns(), t1 = 0;
+#endif
   if (db->mp) mw_mp_refresh(db); /* the other processes' commits first */
   mw_owner *me = mw_owner_self();
   mw_mutex_lock(&db->mu);
   join_locked(l, me); /* the thread that begins it: its first user */
+  MW_TAIL(t1 = mw_now_ns());
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
+  MW_TAIL(mw_tail.turn_ns += mw_now_ns() - t1);
   db->active++;
   l->counted = 1;
   while (db->frozen) mw_cond_wait(&db->cv, &db->mu); /* a reformat (after the turn's waits) */
@@ -650,7 +658,10 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
       __atomic_add_fetch(&mw_early_snapshots, 1, __ATOMIC_RELAXED);
     }
   }
+  MW_TAIL(mw_tail.held += l->held_turn; mw_tail.exclusive += l->held_turn && db->turn_exclusive;
+          mw_tail.probes += !l->turn_queued && l->heat >= MW_HEAT_QUEUE / 2; mw_tail.begins++);
   mw_mutex_unlock(&db->mu);
+  MW_TAIL(mw_tail.begin_ns += mw_now_ns() - t0);
 }
 
 void mw_db_turn_pass(mw_db *db, mw_lane *l) {
@@ -675,6 +686,9 @@ void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l) {
 }
 
 void mw_db_txn_end(mw_db *db, mw_lane *l) {
+#ifdef MW_TAIL_TRACE
+  uint64_t t0 = mw_now_ns();
+#endif
   mw_mutex_lock(&db->mu);
   /* A snapshot that included commits not yet durable (a turn holder's) ends only
   ** once they are, when it read anything: a read-only transaction must not
@@ -704,6 +718,7 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   int wake = 0;
   mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);
+  MW_TAIL(mw_tail.end_ns += mw_now_ns() - t0);
   if (wake) mw_compact_wake(db);
 }
 

@@ -600,11 +600,20 @@ static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
   return rc;
 }
 
-/* Less than step/div of room left beyond `need`: time to grow ahead. The grower (and
-** mw_log_grow_ahead) act at half a step; a committer, when no grower runs, at a
-** quarter. */
-static int room_is_low(const mw_log *log, uint64_t need, uint64_t div) {
-  return log->alloc_end - need < log->step / div;
+/* Less than quarters/4 of a step of room left beyond `need`: time to grow ahead. The
+** grower (and mw_log_grow_ahead) act at GROW_LEAD quarters (two steps) and grow until
+** that much room is left; a committer, when no grower runs, at a quarter step. The
+** lead must cover the time a growth takes: on a loaded machine (issue 10, 2 shared
+** cores) writing a step of zeros took 10 ms on average and up to 74 ms, while 16
+** writers of one hot row filled a step in about 40 ms. With half a step of lead, about
+** 15 reservations in a 3 s run found no room and waited for the growth, and when the
+** waiting committer held the hot-spot turn, every writer waited with it. */
+#define GROW_LEAD 8
+static int room_is_low(const mw_log *log, uint64_t need, uint64_t quarters) {
+  return log->alloc_end - need < log->step / 4 * quarters;
+}
+static uint64_t lead_target(const mw_log *log) {
+  return log->assigned_end + log->reserved + log->step / 4 * GROW_LEAD;
 }
 
 static uint64_t grower_step(void *arg) {
@@ -613,8 +622,8 @@ static uint64_t grower_step(void *arg) {
   /* A failure here is nobody's commit: a reserve that finds no room grows (and
   ** reports SQLITE_FULL) itself; only a failed sync is sticky (in grow_locked). */
   if (log->error == SQLITE_OK && !log->switching && !log->growing &&
-      room_is_low(log, log->assigned_end + log->reserved, 2)) {
-    (void)grow_locked(log, log->alloc_end + 1, 0);
+      room_is_low(log, log->assigned_end + log->reserved, GROW_LEAD)) {
+    (void)grow_locked(log, lead_target(log), 0);
   }
   mw_mutex_unlock(&log->mu);
   return 0; /* until the next reservation that finds the room low wakes it */
@@ -640,9 +649,9 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       ** do not wait for the zeros and their sync: the grower does it; without one,
       ** this committer (the reservation is already held, so a failure here, but a
       ** sticky one, is not this commit's). */
-      if (!log->growing && room_is_low(log, need, 2) && log->grower_running) {
+      if (!log->growing && room_is_low(log, need, GROW_LEAD) && log->grower_running) {
         mw_bg_wake(&log->grower, 0); /* background.c's lock is a leaf: safe under mu */
-      } else if (!log->growing && room_is_low(log, need, 4)) {
+      } else if (!log->growing && room_is_low(log, need, 1)) {
         (void)grow_locked(log, log->alloc_end + 1, 0);
       }
       rc = log->error;
@@ -673,7 +682,8 @@ int mw_log_grow_ahead(mw_log *log) {
       mw_cond_wait(&log->cv, &log->mu);
       continue;
     }
-    if (room_is_low(log, log->assigned_end + log->reserved, 2)) rc = grow_locked(log, log->alloc_end + 1, 0);
+    if (room_is_low(log, log->assigned_end + log->reserved, GROW_LEAD))
+      rc = grow_locked(log, lead_target(log), 0);
     break;
   }
   mw_mutex_unlock(&log->mu);
@@ -853,7 +863,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void 
   uint64_t alloc1 = round_up(need1, log->step);
   /* Room ahead as mw_log_grow_ahead would leave it: the commits after the switch
   ** should not have to grow the new file at once. */
-  if (alloc1 - need1 < log->step / 2) alloc1 += log->step;
+  if (alloc1 - need1 < log->step / 4 * GROW_LEAD) alloc1 = round_up(need1 + log->step / 4 * GROW_LEAD, log->step);
   mw_mutex_unlock(&log->mu);
 
   /* Phase 1, commits going on: the new file with the new base, the records already

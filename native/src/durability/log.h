@@ -83,10 +83,10 @@ uint64_t mw_log_record_size(const mw_log *log, int npages);
 int mw_log_reserve(mw_log *log, uint64_t bytes);
 void mw_log_unreserve(mw_log *log, uint64_t bytes);
 
-/* Preallocates the next step now when less than half a step of room is left (after
-** waiting for a growth or compaction switch in progress): on return there is at least
-** half a step of room, or an error. The log's own grower thread already does this when
-** a reservation crosses the half, so no commit pays for it; this call is for tests and
+/* Preallocates whole steps now when less than two steps of room are left (after
+** waiting for a growth or compaction switch in progress): on return there are at least
+** two steps of room, or an error. The log's own grower thread already does this when
+** a reservation leaves less than two steps, so no commit pays for it; this call is for tests and
 ** for callers that want the room before a burst. SQLITE_FULL when the disk has no room
 ** (not sticky). Added by the log. */
 int mw_log_grow_ahead(mw_log *log);
