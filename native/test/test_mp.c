@@ -146,7 +146,16 @@ static pid_t spawn_writer(const char *path, int id, long max, const char *params
     else unsetenv("MW_CRASH_AT");
     char *args[] = { (char *)self_exe, "writer", (char *)path, ids, ackfile, stopfile, maxs,
                      (char *)params, 0 };
-    execv(self_exe, args);
+    /* Under qemu-user without binfmt_misc the program re-executes itself through the
+    ** emulator that MW_TEST_EMULATOR names (build.zig sets it). */
+    const char *emu = getenv("MW_TEST_EMULATOR");
+    if (emu && *emu) {
+      char *eargs[] = { (char *)emu, (char *)self_exe, "writer", (char *)path, ids, ackfile,
+                        stopfile, maxs, (char *)params, 0 };
+      execvp(emu, eargs);
+    } else {
+      execv(self_exe, args);
+    }
     _exit(127);
   }
   return pid;
