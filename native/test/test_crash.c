@@ -14,7 +14,9 @@
 **   - at a crash point armed inside the engine (MW_CRASH_AT=<point>:<n>: the n-th time
 **     the point is reached the process aborts): after the log submit, before
 **     visibility, in the middle of a compaction, after the compacted database file was
-**     synced but before the log learned it.
+**     synced but before the log learned it, in the log's switch to the shortened
+**     file while commits are written to both files (before the rest is copied, and
+**     after the rename, before the directory sync).
 ** Every other round is a power loss (crash_powerloss.h): what the engine wrote to the
 ** log or the database file but did not sync yet is lost with the process, as on a machine that
 ** loses power; the other rounds are plain kills (the page cache keeps every write).
@@ -66,6 +68,7 @@ enum {
 
 static const char *crash_points[] = {
   "commit_after_submit", "commit_before_visible", "compact_mid", "compact_before_log",
+  "log_switch_mirror", "log_switch_renamed",
 };
 #define NPOINTS (int)(sizeof crash_points / sizeof crash_points[0])
 

@@ -97,6 +97,39 @@ static void *compactor(void *p) {
   return 0;
 }
 
+/* Slow parts of a switch (the sync of the new file, the directory sync), stretched
+** by the fault hook: commits must keep completing meanwhile (issue 10: a committer
+** that waited for the switch held up every queued writer). */
+#define SLOW_US 150000
+static int slow_armed, slow_calls;
+static uint64_t slow_done, done_during_slow; /* commits completed (all / while slowed) */
+static int stop_slow;
+static int slow_fault(int op, mw_fd fd) {
+  (void)fd;
+  if ((op == MW_OP_SYNC || op == MW_OP_DIRSYNC) && __atomic_load_n(&slow_armed, __ATOMIC_SEQ_CST)) {
+    uint64_t before = __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST);
+    mw_sleep_us(SLOW_US);
+    uint64_t after = __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&done_during_slow, after - before, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&slow_calls, 1, __ATOMIC_SEQ_CST);
+  }
+  return 0;
+}
+static uint64_t slow_epoch = 2, slow_acked = 1;
+static void *slow_committer(void *p) {
+  mw_log *log = ((arg_t *)p)->log;
+  while (!__atomic_load_n(&stop_slow, __ATOMIC_SEQ_CST)) {
+    uint64_t e = slow_epoch;
+    if (tl_commit(log, PS, &slow_epoch, MAXP, 0, 0) != SQLITE_OK) {
+      __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+      break;
+    }
+    __atomic_store_n(&slow_acked, e, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&slow_done, 1, __ATOMIC_SEQ_CST);
+  }
+  return 0;
+}
+
 int main(void) {
   alarm(120); /* a hang (a broken wake-up) fails the test instead of the CI run */
   tl_mkdir(dir, sizeof(dir), "mwlog-compact");
@@ -204,6 +237,38 @@ int main(void) {
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   expect_log(want_base, final_last);
   mw_mutex_destroy(&pub);
+
+  /* Commits during the slow parts of a switch. */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK(base == 1 && last == 1);
+  failures = 0;
+  pthread_t sc;
+  arg_t sa = { log };
+  CHECK(pthread_create(&sc, 0, slow_committer, &sa) == 0);
+  for (int w = 0; w < 20000 && __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST) < 20; w++) mw_sleep_us(500);
+  tl_set_hook(slow_fault);
+  __atomic_store_n(&slow_armed, 1, __ATOMIC_SEQ_CST);
+  uint64_t sbase = __atomic_load_n(&slow_acked, __ATOMIC_SEQ_CST);
+  CHECK(sbase > 1);
+  CHECK_RC(mw_log_compacted(log, sbase), SQLITE_OK);
+  __atomic_store_n(&slow_armed, 0, __ATOMIC_SEQ_CST);
+  tl_set_hook(0);
+  uint64_t during = __atomic_load_n(&done_during_slow, __ATOMIC_SEQ_CST);
+  /* Keep committing a little into the new file, then stop. */
+  uint64_t at = __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST);
+  for (int w = 0; w < 20000 && __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST) < at + 10; w++) mw_sleep_us(500);
+  __atomic_store_n(&stop_slow, 1, __ATOMIC_SEQ_CST);
+  pthread_join(sc, 0);
+  CHECK(failures == 0);
+  printf("%llu commits completed during %d slowed syncs of a switch (%d ms each)\n",
+         (unsigned long long)during, slow_calls, SLOW_US / 1000);
+  CHECK(slow_calls >= 2);          /* the new file's sync and the directory sync */
+  CHECK(during >= 3 * (uint64_t)slow_calls); /* none blocked through them */
+  uint64_t slast = slow_epoch - 1;
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(sbase, slast);
 
   tl_rmdir(dir);
   printf("test_log_compact: ok\n");

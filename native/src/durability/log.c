@@ -23,11 +23,18 @@
 ** (background.c) that adds room to the file ahead of need; commits never wait for
 ** it unless the room is used up.
 **
-** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on, then
-** stops writes, syncs and growth (not assignment, staging or reservations that fit:
+** Compaction copies the records it keeps into "<db>-mw.tmp" while commits go on. Then
+** (one process) it holds growth while it gives the new file the old one's room, turns
+** on the mirror (every write from then on goes to both files, every sync syncs both),
+** copies the bytes written before the mirror, syncs the new file, renames it, syncs the
+** directory and swaps the descriptor: committers never wait for it, and whichever file
+** the name points at after a crash holds every acknowledged record (switch_mirrored).
+** Only reservations that find no room wait, for the end of the held growth. With
+** mw_mp=1 (a hook) other processes write the log through their own descriptors: there
+** it stops writes, syncs and growth (not assignment, staging or reservations that fit:
 ** they only need logical offsets), waits for those in flight, copies the rest, syncs,
-** renames, syncs the directory and switches the descriptor. Committers only wait if
-** they need to write or sync during that short switch.
+** renames, syncs the directory and switches the descriptor; committers then wait if
+** they need to write or sync during that switch.
 **
 ** Errors. SQLITE_FULL (or any error) while preallocating in mw_log_reserve is returned
 ** to that caller only: nothing was assigned, and the next reserve tries again. A failed
@@ -40,6 +47,8 @@
 #include "log.h"
 #include "log_format.h"
 #include "background.h"
+
+void mw_crash_point(const char *name); /* crash.c (engine.h): the crash tests' points */
 
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +97,16 @@ struct mw_log {
   int syncing;           /* a thread is in the data sync */
   int growing;           /* a thread is preallocating */
   int switching;         /* a compaction is switching files: no write/sync/grow starts */
+  /* The switch of mw_log_compacted (one process): growth held while the new file takes
+  ** the room of the old one; then every write also goes to mfd (the new file, at
+  ** logical - mshift) and every sync syncs it too, until the descriptor swap. */
+  int hold_growth;       /* no growth starts */
+  int mirror;            /* writes and syncs starting now also go to mfd */
+  mw_fd mfd;
+  uint64_t mshift;
+  uint64_t fd_gen;       /* raised at each descriptor swap */
+  uint64_t write_gen, sync_gen; /* fd_gen when the write (sync) in progress started */
+  int write_mirrored, sync_mirrored; /* that write (sync) also goes to mfd */
   int error;             /* sticky error, SQLITE_OK while healthy */
   mw_staged *staged;     /* submitted, not yet written, sorted by offset */
   mw_log_entry *idx;     /* records in the log, in epoch order */
@@ -254,10 +273,15 @@ static void write_ready(mw_log *log, uint64_t until) {
     last->next = 0;
     log->staged = r;
     log->writing = 1;
-    mw_fd fd = log->fd;
-    uint64_t phys = start - log->shift;
+    log->write_gen = log->fd_gen;
+    log->write_mirrored = log->mirror;
+    mw_fd fd = log->fd, mfd = log->mirror ? log->mfd : MW_FD_INVALID;
+    uint64_t phys = start - log->shift, mphys = start - log->mshift;
     mw_mutex_unlock(&log->mu);
     int rc = mw_file_pwritev(fd, iov, n, phys, 0);
+    /* During a switch the bytes go to the new file too (a failure there is a failed
+    ** write of the log: sticky, as the record is not in both files). */
+    if (rc == SQLITE_OK && mfd != MW_FD_INVALID) rc = mw_file_pwritev(mfd, iov, n, mphys, 0);
     while (first) {
       mw_staged *next = first->next;
       free(first);
@@ -427,6 +451,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   mw_mutex_init(&log->mu);
   mw_cond_init(&log->cv);
   log->fd = MW_FD_INVALID;
+  log->mfd = MW_FD_INVALID;
   if (!log->path || !log->tmp_path) { free_log(log); return SQLITE_NOMEM; }
   memcpy(log->path, db_path, n);
   memcpy(log->path + n, "-mw", 4);
@@ -621,7 +646,7 @@ static uint64_t grower_step(void *arg) {
   mw_mutex_lock(&log->mu);
   /* A failure here is nobody's commit: a reserve that finds no room grows (and
   ** reports SQLITE_FULL) itself; only a failed sync is sticky (in grow_locked). */
-  if (log->error == SQLITE_OK && !log->switching && !log->growing &&
+  if (log->error == SQLITE_OK && !log->switching && !log->hold_growth && !log->growing &&
       room_is_low(log, log->assigned_end + log->reserved, GROW_LEAD)) {
     (void)grow_locked(log, lead_target(log), 0);
   }
@@ -651,7 +676,7 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       ** sticky one, is not this commit's). */
       if (!log->growing && room_is_low(log, need, GROW_LEAD) && log->grower_running) {
         mw_bg_wake(&log->grower, 0); /* background.c's lock is a leaf: safe under mu */
-      } else if (!log->growing && room_is_low(log, need, 1)) {
+      } else if (!log->growing && !log->hold_growth && room_is_low(log, need, 1)) {
         (void)grow_locked(log, log->alloc_end + 1, 0);
       }
       rc = log->error;
@@ -661,7 +686,7 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       }
       break;
     }
-    if (log->growing) {
+    if (log->growing || log->hold_growth) {
       mw_cond_wait(&log->cv, &log->mu);
       continue;
     }
@@ -678,7 +703,7 @@ int mw_log_grow_ahead(mw_log *log) {
   for (;;) {
     rc = log->error;
     if (rc != SQLITE_OK) break;
-    if (log->switching || log->growing) { /* wait, then look again */
+    if (log->switching || log->hold_growth || log->growing) { /* wait, then look again */
       mw_cond_wait(&log->cv, &log->mu);
       continue;
     }
@@ -787,10 +812,15 @@ static int wait_for(mw_log *log, uint64_t end_offset, int durable) {
       /* Become the syncer: this sync starts after the record was written, and covers
       ** everything written before it starts. */
       uint64_t target = log->written_end;
-      mw_fd fd = log->fd;
+      mw_fd fd = log->fd, mfd = log->mirror ? log->mfd : MW_FD_INVALID;
       log->syncing = 1;
+      log->sync_gen = log->fd_gen;
+      log->sync_mirrored = log->mirror;
       mw_mutex_unlock(&log->mu);
       rc = mw_file_datasync(fd, log->full_fsync, 0);
+      /* During a switch: the new file too, since the name may point at it after a
+      ** crash (every byte written since the mirror began went to both files). */
+      if (rc == SQLITE_OK && mfd != MW_FD_INVALID) rc = mw_file_datasync(mfd, log->full_fsync, 0);
       mw_mutex_lock(&log->mu);
       log->syncing = 0;
       if (rc != SQLITE_OK) set_error(log, rc);
@@ -838,9 +868,99 @@ static int copy_range(mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst, uin
   return SQLITE_OK;
 }
 
+/* The switch of one process (called by switch_log after phase 1, with mu not held;
+** returns with mu held): writes and syncs go on in the old file, and follow into the
+** new one, while the slow parts run; committers never wait for the switch.
+**
+** Phase 2: growth held (the old file's room is final), the new file gets at least as
+** much room, zeroed. Phase 3: the mirror: from now on every write goes to both files
+** and every sync syncs both; once the last write that started before is over, the
+** bytes below w2 (written before the mirror) are copied, and the new file is synced:
+** it now holds every byte written, durably as far as any sync acknowledged it (what
+** the copy holds by this sync, what came later by the committers' syncs of both
+** files). Then the rename and the directory sync: whichever file the name points at
+** after a crash holds every acknowledged record. Phase 4, the swap: writes and syncs
+** starting now use the new file only; those still on the old one are waited for
+** before it is closed (the compactor waits, committers do not). */
+static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new_shift,
+                           uint64_t alloc1, uint64_t w1, mw_fd tfd, unsigned char *buf, int rc) {
+  mw_fd old_fd = log->fd;
+  uint64_t old_shift = log->shift;
+  uint64_t alloc_phys = alloc1, w2 = w1;
+  if (rc == SQLITE_OK) {
+    mw_mutex_lock(&log->mu);
+    log->hold_growth = 1;
+    while (log->growing) mw_cond_wait(&log->cv, &log->mu);
+    /* No record is written past alloc_end until the swap: the new file covers it. */
+    if (log->alloc_end - new_shift > alloc_phys) alloc_phys = log->alloc_end - new_shift;
+    rc = log->error;
+    mw_mutex_unlock(&log->mu);
+  }
+  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
+  if (rc == SQLITE_OK) {
+    mw_mutex_lock(&log->mu);
+    log->mfd = tfd;
+    log->mshift = new_shift;
+    log->mirror = 1;
+    while (log->writing && !log->write_mirrored) mw_cond_wait(&log->cv, &log->mu);
+    w2 = log->written_end; /* every byte from here on is written to both files */
+    rc = log->error;
+    mw_mutex_unlock(&log->mu);
+  }
+  if (rc == SQLITE_OK) mw_crash_point("log_switch_mirror");
+  if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
+  if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
+  if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
+  int renamed = 0, drc = SQLITE_OK;
+  if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
+  if (rc == SQLITE_OK) {
+    renamed = 1;
+    mw_crash_point("log_switch_renamed");
+    drc = mw_dir_sync(log->path, 0);
+  }
+  free(buf);
+
+  mw_mutex_lock(&log->mu);
+  if (renamed) {
+    /* The name now points at the new file: every later write must go there. */
+    log->fd = tfd;
+    log->shift = new_shift;
+    log->base = base;
+    log->alloc_end = alloc_phys + new_shift;
+    if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
+    memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
+    log->nidx -= keep;
+    log->fd_gen++;
+    /* Without the directory sync a power loss may bring the old log back without the
+    ** commits written from now on: no commit may be acknowledged any more. */
+    if (drc != SQLITE_OK) set_error(log, drc);
+    rc = drc;
+  }
+  log->mirror = 0;
+  log->mfd = MW_FD_INVALID;
+  log->hold_growth = 0;
+  mw_cond_broadcast(&log->cv);
+  /* The descriptor to close is still in use by writes and syncs that started before:
+  ** the old file's after a rename, the new file's (mirrored ones) otherwise. */
+  while ((log->writing && (renamed ? log->write_gen != log->fd_gen : log->write_mirrored)) ||
+         (log->syncing && (renamed ? log->sync_gen != log->fd_gen : log->sync_mirrored)))
+    mw_cond_wait(&log->cv, &log->mu);
+  mw_mutex_unlock(&log->mu);
+  if (renamed) {
+    mw_file_close(old_fd);
+  } else {
+    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
+    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
+  }
+  mw_mutex_lock(&log->mu);
+  return rc;
+}
+
 /* Rewrites the log with base epoch `base` and the records after it, and switches to
 ** it. Called and returns with mu held (and cmp_mu), drops mu while it copies. With
-** a hook (mw_mp=1), it runs right before the rename with the new shift. */
+** a hook (mw_mp=1), it runs right before the rename with the new shift, and writes and
+** syncs stop for phase 2; without one (and not shared), switch_mirrored does the rest
+** and stops nothing. */
 static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *hctx) {
   /* The first record to keep: the one of epoch base + 1 (or the end). */
   size_t keep = 0;
@@ -885,8 +1005,12 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void 
   if (rc == SQLITE_OK) rc = grow_file(log, tfd, w1 - new_shift, alloc1);
   if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
 
-  /* Phase 2: stop writes, syncs and growth, wait for those in flight; assignment,
-  ** staging and reservations that fit go on (they only need logical offsets). */
+  if (!hook && !log->shared) return switch_mirrored(log, base, keep, new_shift, alloc1, w1, tfd, buf, rc);
+
+  /* Multi-process mode (the hook): other processes write this log through their own
+  ** descriptors, so the copy cannot follow their writes. Phase 2: stop writes, syncs
+  ** and growth, wait for those in flight; assignment, staging and reservations that
+  ** fit go on (they only need logical offsets). */
   mw_mutex_lock(&log->mu);
   log->switching = 1;
   while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
@@ -997,7 +1121,7 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   int rc = log->error;
   uint64_t end = log->assigned_end, have = *pAllocEnd;
   if (have < end) have = end;
-  if (rc != SQLITE_OK || log->sync_mode == 0 || log->switching || log->growing ||
+  if (rc != SQLITE_OK || log->sync_mode == 0 || log->switching || log->hold_growth || log->growing ||
       have - end >= log->step / 2) {
     mw_mutex_unlock(&log->mu);
     return rc;
