@@ -54,7 +54,7 @@ export const MUTANTS = [
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
       "#if MW_USE_LOG\n" +
-      "  rc = mw_log_compacted(db->log, m);\n" +
+      "  rc = shared ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);\n" +
       "#endif\n",
     replace:
       "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
@@ -62,7 +62,7 @@ export const MUTANTS = [
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
       "#if MW_USE_LOG\n" +
-      "  rc = mw_log_compacted(db->log, m);\n" +
+      "  rc = shared ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);\n" +
       "#endif\n" +
       "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n",
     tests: ["test_engine_compact_sync"],

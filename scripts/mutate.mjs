@@ -12,7 +12,10 @@
 // between runs, like every object, by a hash of its source and flags), the engine
 // sources once each, and per mutant only the mutated file; each test is then linked.
 //
-// Usage: node scripts/mutate.mjs [--only id,id] [--list] [--no-baseline]
+// Usage: node scripts/mutate.mjs [--only id,id] [--list] [--no-baseline] [--check]
+//        --check: only checks that the mutants follow the code (every snippet once, every
+//        test there) and exits; `npm test` runs it, so a change that moves a snippet fails
+//        early instead of at CI's mutation stage.
 // Env:   MW_TEST_SCALE        passed to the tests (default 0.25: smaller loops)
 //        MW_MUTATE_TIMEOUT    seconds per test run (default 180; a test that runs past it
 //                             counts as failing: a hang kills the mutant)
@@ -66,6 +69,10 @@ for (const m of MUTANTS) {
   if (m.find === m.replace) fail(`mutant ${m.id} changes nothing`);
   if (!m.tests?.length) fail(`mutant ${m.id} lists no test`);
   for (const t of m.tests) if (!existsSync(join(testDir, `${t}.c`))) fail(`mutant ${m.id}: no native/test/${t}.c`);
+}
+if (args.includes("--check")) {
+  console.log(`mutate: the ${MUTANTS.length} mutants follow the code`);
+  process.exit(0);
 }
 
 // ---- the flags of build.zig ---------------------------------------------------------------
