@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "6c57b95bb3528d6c941b4ebdda6c884f39e3817356f44cbe3e84414202f850bc",
-        "size": 1774680
+        "sha256": "7353f4fe439005cdb8e7c0bc55ff107b3f49d8e91276d3940dc4da8d005d310a",
+        "size": 1799352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "b47a9bcf44b9652f09684bd858301585d9dc3cc271d940d97fecb02e8da4be51",
-        "size": 215168
+        "sha256": "290a1489c91268e4c9451b58e14e0246e28f20773b9b95153b452a6a459db003",
+        "size": 240496
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "c9c21d7e6a34df3b311b658fb045c06772e8cafddb233c4715be8bc5f8962b62",
-        "size": 1718832
+        "sha256": "be1955397795b9c2ad347ef4540566db13cb88881a7ff7061b623d8e7a126ac3",
+        "size": 1742656
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "9bea2ad86a88fa843af54371d0d8068fde3851fc99f32591df599f6e9ac64c19",
-        "size": 208376
+        "sha256": "c74800a2691f70d00928eacb0e340cf0faa12791718972a2e5b5b68fb5c4b346",
+        "size": 232976
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "9785f8841121571b3e4941887fdb4aa34685e71a40b8782c06beb4160e2b6d85",
-        "size": 1772744
+        "sha256": "73111f36d78c1144dc16ad9b315a02d7faa7cc1f17c65d8f5e6f6883dd462df2",
+        "size": 1797368
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "2f96d92e797bbc75dbc6fee8015977aa9865702be032307cbec7b3712036cb23",
-        "size": 214536
+        "sha256": "42552ab7f373bce51dcaa673178e3ba24eaccdce52f8bf163afa30bec5027512",
+        "size": 239800
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8d2530274f3016b5017eaca65da26a1affce3e8f7b779cf9ea7d9e7093999dab",
-        "size": 1717144
+        "sha256": "d6d0ef0a7618d6fbccb3e5413d679f234bba603bff197487326b7771b0cc3fe1",
+        "size": 1740952
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "b5d6e0f12e2b28e827b7c1b2aa382ef513ad713e228fc31e7873102960a5ec6c",
-        "size": 207928
+        "sha256": "89e797b879bef3a444f12700856a8567dca68a3046ed2405ac325f935f04888d",
+        "size": 232464
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "a06b3a084a8591e5aecaa8de79cc9abc1398d0aef98b6675f41280d40bd9db4f",
-        "size": 1732168
+        "sha256": "7f0bc418af0547d615282e3860eff5ac4afedb5d66d6ff097d11f95ac1cbc4ab",
+        "size": 1755300
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "dea19896527a295d7f2d675e9c072e26cdb675a98fcaf52d2d68f0c2cb1e06a4",
-        "size": 218797
+        "sha256": "61b4eeac1afcedbdea6e1e9c10ecdd796dc68e9566ef9757d18e57396577f79e",
+        "size": 242087
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "2cb723c618947ba83e1320ac940b9465c8c658efd8db98e2af2787a4f583d662",
-        "size": 1811824
+        "sha256": "d9e1352f83612de6d8f8860fb0105f32a26d3fdc81166ca2ec254ed450731482",
+        "size": 1831136
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "d7705f99b4950647cb24c394d33726515a3323946532967032d46fdffb308074",
-        "size": 257784
+        "sha256": "66229b805220fa403f4b1d0108b3f941fd7530f53eb3bdb08b956be0440eb00d",
+        "size": 277368
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "6c9ad2cf5edd1fbd34c6d66af5d7bd477691d1fd32200b84b409e783a9218d32",
-        "size": 1652736
+        "sha256": "d28aebae083fbba6231842c42613111b46926a9d6e5a512cbcece822ea7f5976",
+        "size": 1667072
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "e1d13dd7addf0de6304df33d8a4779f154c5a36b95d46e6323925ce6388bdf05",
-        "size": 155648
+        "sha256": "1ac237914db3696e554289dea3b86ee8c5dccdff671b15447977af4e6907217c",
+        "size": 169984
       }
     }
   }
