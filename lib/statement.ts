@@ -147,6 +147,14 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return out;
   }
 
+  /**
+   * The native statement handle (SQLite's `sqlite3_stmt *`, as this runtime's FFI gives it),
+   * for FFI calls of your own; opaque, and invalid once the statement is finalized.
+   */
+  get native(): unknown {
+    return this.#handle();
+  }
+
   /** The database the statement belongs to. */
   get database(): Database {
     return this.#c.database;

@@ -111,7 +111,7 @@ describe("bun:sqlite behaviour", () => {
     db.close();
   });
 
-  it("statement facts: columnTypes, declaredTypes, reader, database; as(Class)", () => {
+  it("statement facts: columnTypes, declaredTypes, reader, database, native; as(Class)", () => {
     const db = new Database();
     db.exec("CREATE TABLE t(id INTEGER, name TEXT, data BLOB, r REAL); INSERT INTO t VALUES (1, 'a', x'00', 1.5)");
     const q = db.query("SELECT id, name, data, r, NULL AS z FROM t");
@@ -120,6 +120,12 @@ describe("bun:sqlite behaviour", () => {
     expect(q.reader).toBe(true);
     expect(db.prepare("INSERT INTO t(id) VALUES (2)").reader).toBe(false);
     expect(q.database === db).toBe(true);
+    // native: the statement's own handle, refused once finalized.
+    const own = db.prepare("SELECT 1");
+    expect(own.native).toBeTruthy();
+    expect(own.native).not.toBe(q.native);
+    own.finalize();
+    expect(() => own.native).toThrow(/finalized/);
     class Row {
       id = 0;
       name = "";
