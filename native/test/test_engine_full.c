@@ -6,19 +6,21 @@
 #include "platform.h"
 #include <errno.h>
 
-static volatile int disk_full;
+/* Read by the log's grower on a background worker while the test sets it: atomic. */
+static int disk_full;
 static int hook(int op, mw_fd fd) {
   (void)fd;
-  return disk_full && op == MW_OP_PREALLOC ? ENOSPC : 0;
+  return __atomic_load_n(&disk_full, __ATOMIC_ACQUIRE) && op == MW_OP_PREALLOC ? ENOSPC : 0;
 }
 
 int main(void) {
   const char *path = tu_db_path("full", "f.db");
+  /* The hook goes in before any engine thread exists (the workers start at the open). */
+  mw_fault_hook = hook;
   sqlite3 *db = tu_open(path, "");
   sqlite3 *other = tu_open(path, "");
   tu_exec(db, "CREATE TABLE f(id INTEGER PRIMARY KEY, pad BLOB)");
-  mw_fault_hook = hook;
-  disk_full = 1;
+  __atomic_store_n(&disk_full, 1, __ATOMIC_RELEASE);
   int acked = 0, rc = SQLITE_OK;
   for (int i = 1; i <= 200; i++) {
     char sql[200];
@@ -38,14 +40,14 @@ int main(void) {
   tu_try(db, "ROLLBACK");
   CHECK(tu_int(other, "SELECT count(*) FROM f") == acked);
   /* Space is back: the same connections commit again. */
-  disk_full = 0;
+  __atomic_store_n(&disk_full, 0, __ATOMIC_RELEASE);
   tu_exec(db, "INSERT INTO f VALUES(100000, randomblob(100000))");
   tu_exec(other, "INSERT INTO f VALUES(100001, zeroblob(10))");
   CHECK(tu_int(db, "SELECT count(*) FROM f") == acked + 2);
   CHECK(tu_integrity_ok(db));
-  mw_fault_hook = 0;
   CHECK_RC(sqlite3_close(other), SQLITE_OK);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  mw_fault_hook = 0; /* the last close joined the background workers */
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READONLY);
   CHECK(tu_int(s, "SELECT count(*) FROM f") == acked + 2);
   CHECK(tu_integrity_ok(s));

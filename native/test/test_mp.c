@@ -507,11 +507,14 @@ static void compact_all_open(const char *dir) {
   CHECK(read_stats(path, 4, &comp, &pinned, &chains));
   printf("%s:   idle process: %lld compactions, %lld pinned versions, %lld pages in the "
          "store\n", prog, comp, pinned, chains);
+  /* Whoever has the lowest floor compacts: on a slow run (sanitizers) that is often the
+  ** idle process, so the count is of every process. */
+  total += comp;
   /* 4 * per rows of 1500 bytes is some 2 pages each: without the compacted epoch the
   ** idle store would hold every one of them. */
   CHECK(chains < 400);
   CHECK(pinned < 400);
-  CHECK(total >= 3);
+  CHECK(total >= 3); /* compactions of every process while all were open */
   CHECK(w.bases >= 4);
   if (w.max_size >= LOG_BOUND)
     fprintf(stderr, "%s: the log file reached %llu bytes\n", prog,
