@@ -238,9 +238,17 @@ export const MUTANTS = [
   {
     id: "lane-writers-warm",
     file: "vfs/lane.c",
-    find: "  if (l->wrote || l->stashed",
-    replace: "  if (l->stashed",
+    find: "  if ((l->wrote && !l->keeps_version) || l->stashed",
+    replace: "  if ((0) || l->stashed",
     tests: ["test_engine_basic", "test_growth"],
     why: "writers keep SQLite's cache: carried pages make unrelated commits conflict",
+  },
+  {
+    id: "lane-warm-writer-forgets-carried",
+    file: "vfs/lane.c",
+    find: "  l->warm = 1;\n  if (l->must_reset) go_cold(l);\n}",
+    replace: "  l->warm = 1;\n  if (l->must_reset) go_cold(l);\n  else if (l->last_nown) mw_pageset_clear(&l->rs);\n}",
+    tests: ["test_engine_isolation"],
+    why: "a connection that polls data_version keeps its cache after its own commit but not the pages it holds in the read set",
   },
 ];

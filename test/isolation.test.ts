@@ -148,7 +148,7 @@ describe("isolation through the API", () => {
     b.close();
   });
 
-  it("PRAGMA data_version stays put across reads and moves when another connection commits", () => {
+  it("PRAGMA data_version stays put across reads and its own commits, and moves when another connection commits", () => {
     const path = join(tempDir(), "dv.db");
     const a = new Database(path);
     const b = new Database(path);
@@ -163,6 +163,17 @@ describe("isolation through the API", () => {
     const v1 = read();
     expect(v1).not.toBe(v0);
     expect(read()).toBe(v1);
+    a.run("INSERT INTO r VALUES (2)");
+    expect(read()).toBe(v1);
+    a.transaction(() => {
+      a.run("INSERT INTO r VALUES (3)");
+      a.run("UPDATE r SET k = k + 10 WHERE k = 1");
+    })();
+    expect(read()).toBe(v1);
+    expect(a.query("SELECT count(*) AS n FROM r").get()!.n).toBe(3);
+    b.run("DELETE FROM r WHERE k = 2");
+    expect(read()).not.toBe(v1);
+    expect(a.query("SELECT count(*) AS n FROM r").get()!.n).toBe(2);
     a.close();
     b.close();
   });

@@ -423,7 +423,8 @@ struct mw_lane {
   int last_nown;               /* commits of the previous transaction */
   int must_reset;              /* next snapshot starts cold whatever happened */
   int wrote;                   /* this snapshot took the write lock */
-  int64_t data_version;        /* SQLite's data_version seen by the previous reset */
+  int keeps_version;           /* the connection asked for PRAGMA data_version: its
+                                  own commits keep it warm too (lane.c) */
 
   /* A commit of a transaction that writes several engine databases (attached ones)
   ** waits for SQLite's commit phase two and is published with the others, all or

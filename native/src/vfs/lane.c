@@ -51,7 +51,14 @@ int *mw_thread_write_locks(void) { return &thread_write_locks; }
 ** lets the lock go (that snapshot ends), recovers the empty WAL, drops its cache
 ** and locks again. So data_version stays put across reads when nobody committed
 ** (as in stock SQLite), and a backup's source connection is not restarted at every
-** step. */
+** step.
+**
+** A connection that prepares PRAGMA data_version (the engine sees it through
+** SQLITE_FCNTL_PRAGMA) stays warm after its own write transactions too, so that the
+** value moves only when another connection commits, as in stock SQLite. The price:
+** its read set then also carries the pages its earlier transactions read and wrote,
+** so its later commits may be refused on pages they did not use. Only connections
+** that poll data_version pay it. */
 #define MW_WARM_PAGES 65536u          /* pages carried in the read set, at most */
 #define MW_WARM_WAL ((uint64_t)16 << 20) /* bytes of the private WAL kept, at most */
 
@@ -108,7 +115,8 @@ static void snap_end(mw_lane *l) {
   l->last_nown = l->nown;
   l->nown = 0;
   /* A stash still here was rolled back (phase two never came). */
-  if (l->wrote || l->stashed || l->poisoned || l->rs.failed || l->reloc_epoch > l->snap)
+  if ((l->wrote && !l->keeps_version) || l->stashed || l->poisoned || l->rs.failed ||
+      l->reloc_epoch > l->snap)
     l->must_reset = 1;
   l->wrote = 0;
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
@@ -274,6 +282,7 @@ static int pragma(mw_lane *l, char **a) {
     a[0] = sqlite3_mprintf("%d", is_pgsz ? l->db->page_size : l->fmt_av);
     return a[0] ? SQLITE_OK : SQLITE_NOMEM;
   }
+  if (!sqlite3_stricmp(name, "data_version")) l->keeps_version = 1;
   if (!sqlite3_stricmp(name, "synchronous") && val) {
     static const char *names[] = { "off", "normal", "full", "extra" };
     for (int i = 0; i < 4; i++)
