@@ -350,9 +350,11 @@ int mw_guard_readonly(sqlite3_file *f);
 /* Takes EXCLUSIVE (SHARED when read-only) at once; SQLITE_BUSY when held elsewhere. */
 int mw_guard_lock(sqlite3_file *f);
 int mw_guard_unlock(sqlite3_file *f);
-/* Multi-process mode: holds SHARED (from EXCLUSIVE, or from nothing): engine processes
-** share the file; stock SQLite is kept out by the mark (docs/design.md, "Processes"). */
-int mw_guard_share(sqlite3_file *f);
+/* Multi-process mode: from EXCLUSIVE or from nothing, holds a lock that engine
+** processes share and stock connections do not get (SQLITE_BUSY): one byte of SQLite's
+** SHARED range, or SHARED where the system cannot (the mark then keeps stock SQLite
+** out). SQLITE_BUSY when a stock connection has the file (guard.c). */
+int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id);
 /* *pMarked: the file's header carries the mark. */
 int mw_guard_marked(sqlite3_file *f, int *pMarked);
 /* Sets (on) or clears the mark, durably. */

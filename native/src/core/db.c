@@ -111,8 +111,10 @@ static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
 #endif
 
 static void db_free(mw_db *db) {
-  mw_mp_free(db); /* leaves the process table, drops the join lock */
+  /* The file's lock first: a process that takes the join lock next and finds no
+  ** other process alive takes the file's lock at once. */
   mw_guard_free(db->data); /* drops the lock */
+  mw_mp_free(db); /* leaves the process table, drops the join lock */
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
   mw_cond_destroy(&db->turn_cv);
@@ -195,7 +197,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   ** is refused, its stock connections get SQLITE_BUSY), not a stock connection of
   ** this process. */
   if (rc == SQLITE_OK && joiner) {
-    rc = mw_guard_share(db->data);
+    rc = mw_guard_share(db->data, db->path, &db->id);
     if (rc == SQLITE_BUSY) refuse_in_use(zPath, 1, pzErr);
   } else if (rc == SQLITE_OK) {
     rc = lock_file(db, pzErr);
@@ -323,7 +325,8 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   }
   if (db->mp) {
     /* The first process lets the others share the file's lock before they may join. */
-    rc = mw_mp_is_first(db) ? mw_guard_share(db->data) : SQLITE_OK;
+    rc = mw_mp_is_first(db) ? mw_guard_share(db->data, db->path, &db->id) : SQLITE_OK;
+    if (rc == SQLITE_BUSY) refuse_in_use(zPath, 1, pzErr);
     if (rc == SQLITE_OK) rc = mw_mp_joined(db, pzErr);
     if (rc != SQLITE_OK) {
       mw_compactor_stop(db);

@@ -121,6 +121,17 @@ static inline int mw_file_id_eq(const mw_file_id *a, const mw_file_id *b) {
   return a->dev == b->dev && a->ino == b->ino;
 }
 
+/* Takes a write lock on one byte of [first, first + n) of the file at path (the
+** first byte nobody else holds), through a handle of its own that the lock belongs
+** to: an open file description lock (Linux), which another handle of this process
+** closing the file does not drop, and which conflicts with every other handle's
+** locks, of this process or not. The file must have identity id. SQLITE_OK with the
+** handle in *out (closing it drops the lock); SQLITE_BUSY when every byte is locked
+** elsewhere; SQLITE_NOTFOUND where the system has no such locks (macOS, Windows, an
+** old kernel); SQLITE_CANTOPEN or SQLITE_IOERR_LOCK otherwise. */
+int mw_file_hold_byte(const char *path, const mw_file_id *id, uint64_t first, int n,
+                      mw_fd *out);
+
 /* Fault injection for tests. When mw_fault_hook is set, every file call above asks
 ** it first, with the operation and the file (MW_FD_INVALID for calls on paths); a
 ** nonzero answer is an errno value the call then fails with, doing nothing. NULL in

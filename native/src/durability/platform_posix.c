@@ -260,6 +260,47 @@ int mw_file_identity(const char *path, mw_file_id *out, int *pErrno) {
   return SQLITE_OK;
 }
 
+int mw_file_hold_byte(const char *path, const mw_file_id *id, uint64_t first, int n,
+                      mw_fd *out) {
+#ifdef F_OFD_SETLK
+  int fd;
+  do {
+    fd = open(path, O_RDWR | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return SQLITE_CANTOPEN;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != id->dev || (uint64_t)st.st_ino != id->ino) {
+    close(fd);
+    return SQLITE_CANTOPEN;
+  }
+  for (int i = 0; i < n; i++) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)(first + (uint64_t)i);
+    fl.l_len = 1;
+    int r;
+    do {
+      r = fcntl(fd, F_OFD_SETLK, &fl);
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) {
+      *out = fd;
+      return SQLITE_OK;
+    }
+    if (errno == EAGAIN || errno == EACCES) continue;
+    int e = errno;
+    close(fd);
+    return e == EINVAL ? SQLITE_NOTFOUND : SQLITE_IOERR_LOCK;
+  }
+  close(fd);
+  return SQLITE_BUSY;
+#else
+  (void)path; (void)id; (void)first; (void)n; (void)out;
+  return SQLITE_NOTFOUND;
+#endif
+}
+
 int mw_file_rename(const char *from, const char *to, int *pErrno) {
   if (injected(MW_OP_RENAME, -1)) return fail(SQLITE_IOERR, pErrno);
   return rename(from, to) == 0 ? SQLITE_OK : fail(SQLITE_IOERR, pErrno);

@@ -294,6 +294,13 @@ int mw_file_exists(const char *path) {
   free(w);
   return attr != INVALID_FILE_ATTRIBUTES;
 }
+/* Multi-process mode is not built on Windows (mp.c): nothing asks for this there. */
+int mw_file_hold_byte(const char *path, const mw_file_id *id, uint64_t first, int n,
+                      mw_fd *out) {
+  (void)path; (void)id; (void)first; (void)n; (void)out;
+  return SQLITE_NOTFOUND;
+}
+
 int mw_file_identity(const char *path, mw_file_id *out, int *pErrno) {
   wchar_t *w = utf8_to_wide(path);
   if (!w) return fail(SQLITE_CANTOPEN, pErrno);

@@ -10,6 +10,15 @@
 **     root VFS's: byte locks (fcntl) that the kernel drops when the process dies,
 **     and through the root VFS so that SQLite's own bookkeeping of POSIX locks
 **     keeps them when another handle of this process on the file is closed.
+**   - with mw_mp=1 (several processes), the lock is shared: each process holds a
+**     write lock on one byte of SQLite's SHARED range of its own (the first free
+**     one), through a handle of its own (an open file description lock, which closing
+**     another handle of the process never drops). Engine processes never conflict;
+**     a stock connection, which takes a read lock on the whole range before it reads
+**     anything, gets SQLITE_BUSY, and an engine process is refused at open while a
+**     stock connection has the file open. Where the system has no such locks (macOS),
+**     the lock is SQLite's SHARED: stock connections may then read the header, and the
+**     mark below refuses them ("file is not a database").
 **   - the mark: while the log may hold commits that the file does not (from the
 **     first open until the last close has compacted everything), bytes 18 and 19
 **     of the file's header (the write and read format versions, 2 in WAL mode) are
@@ -33,7 +42,15 @@ typedef struct guard_file {
   int readonly;
   int marking;                 /* writes of bytes 18..19 put the mark in */
   int locked;                  /* SHARED or EXCLUSIVE held (see mw_guard_lock) */
+  mw_fd shared_byte;           /* the handle holding this process's byte (mw_mp=1),
+                                  MW_FD_INVALID when none */
 } guard_file;
+
+/* SQLite's lock bytes in the database file (os.h): SHARED_FIRST = PENDING_BYTE + 2,
+** SHARED_SIZE bytes. */
+#define SQLITE_PENDING_BYTE 0x40000000u
+#define SQLITE_SHARED_FIRST (SQLITE_PENDING_BYTE + 2)
+#define SQLITE_SHARED_SIZE 510
 
 #define HDR_VERSIONS 18        /* offset of the write and read version bytes */
 
@@ -58,6 +75,8 @@ static int g_close(sqlite3_file *f) {
   int rc = SQLITE_OK;
   if (g->inner->pMethods) rc = g->inner->pMethods->xClose(g->inner); /* drops the lock */
   g->inner->pMethods = 0;
+  if (g->shared_byte != MW_FD_INVALID) (void)mw_file_close(g->shared_byte);
+  g->shared_byte = MW_FD_INVALID;
   return rc;
 }
 
@@ -131,6 +150,7 @@ int mw_guard_open(sqlite3_vfs *root, const char *zPath, sqlite3_file **pOut) {
     return rc;
   }
   g->readonly = (outFlags & SQLITE_OPEN_READONLY) != 0;
+  g->shared_byte = MW_FD_INVALID;
   g->base.pMethods = &guard_methods;
   *pOut = &g->base;
   return SQLITE_OK;
@@ -163,14 +183,28 @@ int mw_guard_unlock(sqlite3_file *f) {
   guard_file *g = (guard_file *)f;
   if (!g->locked) return SQLITE_OK;
   g->locked = 0;
+  if (g->shared_byte != MW_FD_INVALID) {
+    int rc = mw_file_close(g->shared_byte);
+    g->shared_byte = MW_FD_INVALID;
+    return rc;
+  }
   return g->inner->pMethods->xUnlock(g->inner, SQLITE_LOCK_NONE);
 }
 
-int mw_guard_share(sqlite3_file *f) {
+int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id) {
   guard_file *g = (guard_file *)f;
   sqlite3_file *in = g->inner;
-  int rc = g->locked ? in->pMethods->xUnlock(in, SQLITE_LOCK_SHARED)
-                     : in->pMethods->xLock(in, SQLITE_LOCK_SHARED);
+  if (g->shared_byte != MW_FD_INVALID) return SQLITE_OK;
+  /* A byte lock of its own handle conflicts with this process's SQLite locks too:
+  ** those go first (a stock connection that takes the file in between makes the
+  ** byte lock fail: this open is then refused, as it would be a moment later). */
+  if (g->locked) {
+    int rc = in->pMethods->xUnlock(in, SQLITE_LOCK_NONE);
+    if (rc != SQLITE_OK) return rc;
+    g->locked = 0;
+  }
+  int rc = mw_file_hold_byte(zPath, id, SQLITE_SHARED_FIRST, SQLITE_SHARED_SIZE, &g->shared_byte);
+  if (rc == SQLITE_NOTFOUND) rc = in->pMethods->xLock(in, SQLITE_LOCK_SHARED);
   if (rc == SQLITE_OK) g->locked = 1;
   return rc;
 }
