@@ -1,6 +1,6 @@
 // lib/constants.ts: SQLite's numeric constants that callers pass to the package (open
-// flags, prepare flags, file controls), under the names sqlite3.h gives them, as the
-// `constants` export of bun:sqlite offers them.
+// flags, prepare flags, the deserialize flag, file controls), under the names sqlite3.h
+// gives them, as the `constants` export of bun:sqlite offers them.
 
 /**
  * SQLite's open flags, prepare flags and file control ops.
@@ -36,6 +36,7 @@ export const constants = {
   SQLITE_PREPARE_PERSISTENT: 0x01,
   SQLITE_PREPARE_NORMALIZE: 0x02,
   SQLITE_PREPARE_NO_VTAB: 0x04,
+  SQLITE_DESERIALIZE_READONLY: 4,
   SQLITE_FCNTL_LOCKSTATE: 1,
   SQLITE_FCNTL_GET_LOCKPROXYFILE: 2,
   SQLITE_FCNTL_SET_LOCKPROXYFILE: 3,

@@ -2,7 +2,7 @@
 // cache, scripts, transactions with savepoints and the retry of lost commits, custom
 // functions, extensions, serialize/deserialize, file controls, the engine's counters,
 // and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
-import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_MISUSE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import { SQLBlob, type BlobHost, type BlobOpenOptions } from "./blob.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
@@ -11,7 +11,20 @@ import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri }
 import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
 import process from "node:process";
 import { FILE_CONTROLS, refusedOp } from "./filecontrol.ts";
-import { asBytes, type BindValue, cstr, describe, misuse, readValue, setResult, type SQLValue } from "./values.ts";
+import { Buffer } from "node:buffer";
+import {
+  asBytes,
+  type BindParams,
+  type BindValue,
+  cstr,
+  describe,
+  int,
+  misuse,
+  readValue,
+  setResult,
+  type SQLValue,
+  type ValueMode,
+} from "./values.ts";
 
 const OPEN_READONLY = 0x1;
 const OPEN_READWRITE = 0x2;
@@ -29,6 +42,10 @@ const DESERIALIZE_RESIZEABLE = 2;
 const DESERIALIZE_READONLY = 4;
 const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
 const QUERY_CACHE_MAX = 256;
+/** The message of any use of a closed database (bun:sqlite's words). */
+const CLOSED = "Database has closed";
+/** bun:sqlite's key of the number of statements cached by query(). */
+const CACHE_COUNT = Symbol.for("Bun.Database.cache.count");
 
 /** Busy timeout of the PRAGMAs run while opening (ms). */
 const SETUP_BUSY_MS = 5000;
@@ -73,6 +90,8 @@ export interface TransactionFunction<A extends unknown[], R> {
   immediate: (...args: A) => R;
   /** BEGIN EXCLUSIVE. */
   exclusive: (...args: A) => R;
+  /** The database the transaction runs on (bun:sqlite's `database`). */
+  database: Database;
 }
 
 /** The engine's counters for a connection (see native/include/multiwriter.h). */
@@ -160,6 +179,30 @@ function isBusy(e: unknown): boolean {
   return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
 }
 
+// Set while the JSR entry's @db/sqlite face opens its core (see openDbSqliteCore).
+let openingForDbSqlite = false;
+
+/**
+ * @internal The core Database of the JSR entry's @db/sqlite face: not bun:sqlite's rules
+ * where the two drivers differ (integers beyond 2^53 always exact, unknown parameter names
+ * and wrong parameter counts refused, ...).
+ */
+export function openDbSqliteCore(path: string | URL, options: DatabaseOptions | number): Database {
+  openingForDbSqlite = true;
+  try {
+    return new Database(path, options);
+  } finally {
+    openingForDbSqlite = false;
+  }
+}
+
+/** What bun:sqlite's constructor also takes as a path: the bytes of a database. */
+type Image = Uint8Array | ArrayBuffer;
+
+function isImage(v: unknown): v is Image {
+  return v instanceof Uint8Array || v instanceof ArrayBuffer;
+}
+
 /**
  * A connection to a SQLite database, by default through the multi-writer engine: many
  * connections (threads, Workers, processes) may write the same file at once. Shaped after
@@ -180,6 +223,9 @@ export class Database {
   // What statements see of the connection (kept off the public surface).
   readonly #conn: Connection;
   readonly #options: ReturnType<typeof resolveOptions>;
+  // The npm entry (bun:sqlite's rules); false for the @db/sqlite face's core.
+  readonly #bun: boolean;
+  readonly #mode: ValueMode;
   #db: Ptr | null = null;
   readonly #path: string;
   readonly #statements = new Set<Statement<object>>();
@@ -195,11 +241,20 @@ export class Database {
 
   /**
    * Opens (and by default creates) a database. `path` is a file path, a file: URL, or
-   * ":memory:". Journal mode WAL, synchronous=FULL and a busy timeout are set.
+   * ":memory:"; or, as bun:sqlite takes it, the bytes of a database (a Uint8Array), opened
+   * in memory as Database.deserialize() does. Journal mode WAL, synchronous=FULL and a busy
+   * timeout are set.
    */
-  constructor(path: string | URL = ":memory:", options: DatabaseOptions | number = {}) {
-    const o = resolveOptions(options);
+  constructor(path: string | URL | Image = ":memory:", options: DatabaseOptions | number = {}) {
+    this.#bun = !openingForDbSqlite;
+    const o = resolveOptions(options, this.#bun);
     this.#options = o;
+    this.#mode = { bun: this.#bun, safe: o.safeIntegers, exact: o.int64 || !this.#bun };
+    let image: Uint8Array | null = null;
+    if (isImage(path)) {
+      image = asBytes(path);
+      path = ":memory:";
+    }
     this.#f = loadFfi(o.libraryPath);
     const sym = (): Symbols => this.#sym;
     this.#conn = {
@@ -209,6 +264,8 @@ export class Database {
       },
       strict: o.strict,
       safeIntegers: o.safeIntegers,
+      bun: this.#mode.bun,
+      exact: this.#mode.exact,
       handle: () => this.#handle(),
       error: (rc, sql) => this.#error(rc, sql),
       database: this,
@@ -219,10 +276,15 @@ export class Database {
     if (typeof file !== "string") throw new TypeError("sqlite-multiwriter: the path must be a string or URL");
     this.#path = file;
     const memory = isMemoryPath(file);
+    if (memory && o.readonly && image === null && this.#bun) {
+      throw new Error("Cannot open an anonymous database in read-only mode."); // bun:sqlite's refusal
+    }
     const params: [string, string][] = [];
     if (o.multiwriter && !memory) params.push(["vfs", "multiwriter"], ...o.engineParams);
     const uri = toUri(file, params);
-    const flags = (o.readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
+    // An image is deserialized into a writable memory database, read-only there if asked.
+    const readonly = o.readonly && image === null;
+    const flags = (readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
       OPEN_URI | OPEN_NOMUTEX | OPEN_EXRESCODE;
     const s = this.#sym;
     const cell = new BigUint64Array(1);
@@ -234,7 +296,8 @@ export class Database {
       );
       const code = this.#f.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
       if (!this.#f.isNull(db)) s.sqlite3_close_v2(db);
-      throw new SQLiteError(`cannot open ${file}: ${message}`, code);
+      // bun:sqlite reports SQLite's message alone.
+      throw new SQLiteError(this.#bun ? message : `cannot open ${file}: ${message}`, code);
     }
     this.#db = db;
     openDatabases.add(this);
@@ -246,6 +309,7 @@ export class Database {
       if (!o.readonly && !memory) this.#execScript("PRAGMA journal_mode=WAL");
       this.#execScript("PRAGMA synchronous=FULL");
       s.sqlite3_busy_timeout(db, o.busyTimeout);
+      if (image !== null) this.deserialize(image, { readonly: o.readonly });
     } catch (e) {
       this.close();
       throw e;
@@ -261,7 +325,7 @@ export class Database {
   }
 
   #handle(): Ptr {
-    if (this.#db === null) throw misuse("the database is closed");
+    if (this.#db === null) throw misuse(CLOSED);
     return this.#db;
   }
 
@@ -313,7 +377,7 @@ export class Database {
     }
     const s = this.#sym;
     const db = this.#db;
-    if (db === null) return misuse("the database is closed", sql);
+    if (db === null) return misuse(CLOSED, sql);
     const ext = s.sqlite3_extended_errcode(db);
     const code = (ext & 0xff) === (rc & 0xff) ? ext : rc;
     let message = causeFirst(this.#f.cstring(s.sqlite3_errmsg(db)));
@@ -378,8 +442,7 @@ export class Database {
 
   /** The rowid of the last row inserted. */
   get lastInsertRowid(): number | bigint {
-    const v = this.#sym.sqlite3_last_insert_rowid(this.#handle());
-    return this.#options.safeIntegers ? BigInt(v) : v;
+    return int(this.#sym.sqlite3_last_insert_rowid(this.#handle()), this.#mode);
   }
 
   /** Alias of lastInsertRowid (the @db/sqlite name). */
@@ -482,18 +545,35 @@ export class Database {
     return stmt;
   }
 
-  /** A new prepared statement (finalize it, or let close() do it). */
-  prepare<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
+  /**
+   * A new prepared statement (finalize it, or let close() do it). `params`, as bun:sqlite
+   * takes them, are bound now: later calls made without parameters use them.
+   */
+  prepare<Row extends object = Record<string, SQLValue>>(sql: string, params?: BindValue[] | BindParams): Statement<Row> {
+    this.#checkOpen();
     const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, 0), sql);
     this.#statements.add(stmt);
+    if (params !== undefined && params !== null) {
+      try {
+        stmt.bindNow([params] as Params);
+      } catch (e) {
+        stmt.finalize();
+        throw e;
+      }
+    }
     return stmt;
+  }
+
+  // prepare() and query() on a closed database say it in bun:sqlite's words for them.
+  #checkOpen(): void {
+    if (this.#db === null) throw new SQLiteError("Cannot use a closed database", SQLITE_MISUSE);
   }
 
   /** A prepared statement cached by its SQL (the same object for the same SQL). */
   query<Row extends object = Record<string, SQLValue>>(sql: string): Statement<Row> {
+    this.#checkOpen();
     const hit = this.#cache.get(sql);
     if (hit !== undefined && !hit.finalized) return hit as unknown as Statement<Row>;
-    this.#handle();
     const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
     this.#statements.add(stmt);
     if (this.#cache.size >= QUERY_CACHE_MAX) {
@@ -513,10 +593,21 @@ export class Database {
     this.#cache.clear();
   }
 
+  /** The number of statements query() holds (bun:sqlite's `db[Symbol.for("Bun.Database.cache.count")]`). */
+  get [CACHE_COUNT](): number {
+    let n = 0;
+    for (const stmt of this.#cache.values()) if (!stmt.finalized) n++;
+    return n;
+  }
+
+  /** The most statements query() keeps cached (bun:sqlite's name). */
+  static readonly MAX_QUERY_CACHE_SIZE: number = QUERY_CACHE_MAX;
+
   // Runs a script statement by statement (as sqlite3_exec does), so that a statement
   // outside a transaction whose commit lost is run again by itself (see #retryLost), never
-  // the statements before it. Rows are discarded.
-  #execScript(sql: string): void {
+  // the statements before it. Rows are discarded. Returns the rows the statements changed,
+  // each counted as Statement.run() counts it (bun:sqlite's sum), and how many there were.
+  #execScript(sql: string): { changes: number; statements: number } {
     checkSql(sql);
     const f = this.#f;
     const s = f.sym;
@@ -530,19 +621,26 @@ export class Database {
     const stmtCell = new BigUint64Array(1);
     const tailCell = new BigUint64Array(1);
     let at = 0;
+    let changes = 0;
+    let statements = 0;
     while (at < n) {
       const rc = s.sqlite3_prepare_v3(db, bytes.subarray(at), n - at, 0, stmtCell, tailCell);
       if (rc !== SQLITE_OK) throw this.#error(rc, sql);
       const stmt = f.outPtr(stmtCell);
       const tail = Number(f.address(f.outPtr(tailCell)) - base);
       if (f.isNull(stmt)) break; // only whitespace and comments were left
+      statements++;
       try {
         const since = Date.now();
+        const before = s.sqlite3_total_changes64(db);
         for (let attempt = 1;; attempt++) {
           const autocommit = s.sqlite3_get_autocommit(db) !== 0;
           let step: number;
           while ((step = s.sqlite3_step(stmt)) === SQLITE_ROW);
-          if (step === SQLITE_DONE) break;
+          if (step === SQLITE_DONE) {
+            if (s.sqlite3_total_changes64(db) !== before) changes += Number(s.sqlite3_changes64(db));
+            break;
+          }
           if (autocommit && this.#retryLost(stmt, step, attempt, since)) {
             s.sqlite3_reset(stmt);
             continue;
@@ -555,6 +653,7 @@ export class Database {
       if (!(tail > at)) break;
       at = tail;
     }
+    return { changes, statements };
   }
 
   /**
@@ -562,13 +661,13 @@ export class Database {
    * parameters it is one statement. Returns the changes and last rowid.
    */
   run(sql: string, ...params: Params): RunResult {
+    this.#handle(); // closed: "Database has closed", before query() says it its way
     if (params.length === 0) {
-      const s = this.#sym;
-      const before = s.sqlite3_total_changes64(this.#handle());
-      this.#execScript(sql);
-      // As for Statement.run(): 0 when no row changed (not the count of an earlier write).
-      const changed = s.sqlite3_total_changes64(this.#handle()) !== before;
-      return { changes: changed ? this.changes : 0, lastInsertRowid: this.lastInsertRowid };
+      // bun:sqlite refuses SQL that holds no statement.
+      if (this.#bun && sql === "") throw new Error("SQL string mustn't be blank");
+      const { changes, statements } = this.#execScript(sql);
+      if (this.#bun && statements === 0) throw new Error("Query contained no valid SQL statement; likely empty query.");
+      return { changes, lastInsertRowid: this.lastInsertRowid };
     }
     return this.query(sql).run(...params);
   }
@@ -664,10 +763,14 @@ export class Database {
       return this.#outer(mode, fn, args);
     };
     const tx = make("deferred") as TransactionFunction<A, R>;
-    tx.deferred = tx;
-    tx.default = tx;
-    tx.immediate = make("immediate");
-    tx.exclusive = make("exclusive");
+    // As bun:sqlite defines them: the variants not enumerable, `database` enumerable.
+    Object.defineProperties(tx, {
+      deferred: { value: tx },
+      default: { value: tx },
+      immediate: { value: make("immediate") },
+      exclusive: { value: make("exclusive") },
+      database: { value: this, enumerable: true },
+    });
     return tx;
   }
 
@@ -700,7 +803,7 @@ export class Database {
     const db = this.#handle();
     const zName = cstr(name, "the function name");
     const f = this.#f;
-    const safe = this.#options.safeIntegers;
+    const safe = this.#mode;
     const cb = f.callback("scalar", (ctx, argc, argv) => {
       this.#inCallback++;
       try {
@@ -723,7 +826,7 @@ export class Database {
     return this;
   }
 
-  #args(argc: number, argv: Ptr, safe: boolean): SQLValue[] {
+  #args(argc: number, argv: Ptr, safe: ValueMode): SQLValue[] {
     const f = this.#f;
     const args = new Array<SQLValue>(argc);
     for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
@@ -760,7 +863,7 @@ export class Database {
     const db = this.#handle();
     const zName = cstr(name, "the function name");
     const f = this.#f;
-    const safe = this.#options.safeIntegers;
+    const safe = this.#mode;
     const { step, inverse, result } = options;
     const start = options.start;
     // One state per group, found by the address of SQLite's per-group context (8 bytes
@@ -836,8 +939,13 @@ export class Database {
     }
   }
 
-  /** The database as bytes (the SQLite file format). */
+  /** The database as bytes (the SQLite file format); a Buffer, as bun:sqlite returns. */
   serialize(schema = "main"): Uint8Array {
+    const bytes = this.#serialize(schema);
+    return this.#bun ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) : bytes;
+  }
+
+  #serialize(schema: string): Uint8Array {
     const db = this.#handle();
     const s = this.#sym;
     const size = new BigInt64Array(1);
@@ -857,9 +965,9 @@ export class Database {
    * Replaces a schema of this connection with an in-memory copy of the bytes; with
    * `readonly: true` the copy cannot be written.
    */
-  deserialize(data: Uint8Array, options: { schema?: string; readonly?: boolean } = {}): void {
+  deserialize(data: Uint8Array | ArrayBuffer, options: { schema?: string; readonly?: boolean } = {}): void {
     const db = this.#handle();
-    if (!(data instanceof Uint8Array)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array");
+    if (!isImage(data)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array or ArrayBuffer");
     if (this.#inCallback > 0) throw misuse("cannot deserialize from inside a custom function");
     const schema = cstr(options.schema ?? "main", "the schema name");
     const s = this.#sym;
@@ -880,14 +988,16 @@ export class Database {
 
   /** A new in-memory database holding the bytes. */
   static deserialize(
-    data: Uint8Array,
+    data: Uint8Array | ArrayBuffer,
     options: boolean | (DatabaseOptions & { schema?: string }) = {},
   ): Database {
     // bun:sqlite takes `Database.deserialize(bytes, isReadOnly)`.
     const { schema, ...rest } = typeof options === "boolean" ? { readonly: options } : options;
-    const db = new Database(":memory:", rest);
+    // The memory database itself is writable; the image in it is read-only if asked.
+    const readonly = rest.readonly === true || (rest.readwrite === false && rest.readonly === undefined);
+    const db = new Database(":memory:", { ...rest, readonly: undefined, readwrite: undefined });
     try {
-      db.deserialize(data, { schema, readonly: rest.readonly });
+      db.deserialize(data, { schema, readonly });
     } catch (e) {
       db.close();
       throw e;
@@ -901,7 +1011,19 @@ export class Database {
    * int (or a 64-bit int where the op takes one), a typed array or DataView must hold at
    * least the bytes the op writes; ops of unknown size are refused with a RangeError.
    */
-  fileControl(op: number, arg?: number | bigint | ArrayBufferView | null, schema = "main"): number {
+  fileControl(op: number, arg?: number | bigint | ArrayBufferView | null, schema?: string): number;
+  /** The same, the schema first (as bun:sqlite takes it too). */
+  fileControl(schema: string, op: number, arg?: number | bigint | ArrayBufferView | null): number;
+  fileControl(
+    a: number | string,
+    b?: number | bigint | ArrayBufferView | null,
+    c?: number | bigint | ArrayBufferView | null | string,
+  ): number {
+    const [op, arg, schema = "main"] = (typeof a === "string" ? [b, c, a] : [a, b, c]) as [
+      number,
+      number | bigint | ArrayBufferView | null | undefined,
+      string | undefined,
+    ];
     const db = this.#handle();
     if (!Number.isInteger(op)) throw new TypeError("sqlite-multiwriter: fileControl() takes an integer op");
     const shape = FILE_CONTROLS.get(op);

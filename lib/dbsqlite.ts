@@ -5,7 +5,13 @@
 // objects and arrays as JSON, columns declared JSON are parsed (parseJson), aggregates end
 // with `final`. Thin wrappers over the one core (lib/database.ts, lib/statement.ts): no
 // SQLite logic lives here.
-import { type AggregateOptions, Database as Core, type FunctionOptions, type TransactionFunction } from "./database.ts";
+import {
+  type AggregateOptions,
+  type Database as Core,
+  type FunctionOptions,
+  openDbSqliteCore,
+  type TransactionFunction,
+} from "./database.ts";
 import type { BlobOpenOptions, SQLBlob } from "./blob.ts";
 import type { DatabaseOptions } from "./options.ts";
 import type { Statement as CoreStatement } from "./statement.ts";
@@ -261,7 +267,7 @@ export class Database {
     if (typeof options !== "object" || options === null) throw new TypeError("sqlite-multiwriter: options must be an object");
     const { memory, flags, parseJson, unsafeConcurrency: _u, enableLoadExtension: _e, ...core } = options;
     this.#json = parseJson !== false;
-    this.#db = new Core(memory ? ":memory:" : path, flags !== undefined ? flags : core);
+    this.#db = openDbSqliteCore(memory ? ":memory:" : path, flags !== undefined ? flags : core);
   }
 
   /** The core Database (the bun:sqlite-shaped API, the engine's statistics). */

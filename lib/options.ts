@@ -3,6 +3,8 @@
 import { isAbsolute } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
+import { SQLITE_MISUSE } from "./codes.ts";
+import { SQLiteError } from "./error.ts";
 
 /**
  * The options of `new Database(path, options)`. An unknown option, or a value of the wrong
@@ -11,17 +13,21 @@ import { fileURLToPath } from "node:url";
 export interface DatabaseOptions {
   /** Open read-only (default false). */
   readonly?: boolean;
-  /** Open read-write (the default; the bun:sqlite name). `readwrite: false` alone is readonly. */
+  /**
+   * Open read-write (the bun:sqlite name). As in bun:sqlite, `readwrite: true` without
+   * `create: true` does not create a missing file; `readwrite: false` alone is readonly.
+   */
   readwrite?: boolean;
-  /** Create the file when missing (default true; ignored when readonly). */
+  /** Create the file when missing (default true, unless `readwrite: true` is given alone). */
   create?: boolean;
   /** Named parameters may be given without their prefix; missing ones are an error. */
   strict?: boolean;
   /** Read integers as BigInt (default false: numbers, BigInt only beyond 2^53). */
   safeIntegers?: boolean;
   /**
-   * Accepted for @db/sqlite code: there, integers beyond 2^53 come back as BigInt, which
-   * is what this package always does (smaller ones stay numbers).
+   * Integers beyond 2^53 come back as BigInt (smaller ones stay numbers). Without it (and
+   * without safeIntegers) they are rounded to numbers, as bun:sqlite reads them. The JSR
+   * entry's @db/sqlite face always reads them exact.
    */
   int64?: boolean;
   /** Open through the multi-writer engine (default true); false = stock SQLite. */
@@ -74,6 +80,7 @@ export interface ResolvedOptions {
   create: boolean;
   strict: boolean;
   safeIntegers: boolean;
+  int64: boolean;
   multiwriter: boolean;
   busyTimeout: number;
   maxAttempts: number;
@@ -109,11 +116,19 @@ function fromFlags(flags: number): DatabaseOptions {
   if (!Number.isInteger(flags) || flags < 0) {
     throw new TypeError(`sqlite-multiwriter: open flags must be a non-negative integer, got ${flags}`);
   }
+  if ((flags & (OPEN_READONLY | OPEN_READWRITE)) === 0) {
+    // Neither read-only nor read-write: SQLite refuses such flags (as bun:sqlite reports).
+    throw new SQLiteError("bad parameter or other API misuse", SQLITE_MISUSE);
+  }
   const readonly = (flags & OPEN_READWRITE) === 0 && (flags & OPEN_READONLY) !== 0;
   return { readonly, create: !readonly && (flags & OPEN_CREATE) !== 0 };
 }
 
-export function resolveOptions(options: DatabaseOptions | number | undefined): ResolvedOptions {
+/**
+ * The options checked and defaulted. `bun`: the npm entry, which also refuses what
+ * bun:sqlite refuses (a read-only database with `create: true`).
+ */
+export function resolveOptions(options: DatabaseOptions | number | undefined, bun = false): ResolvedOptions {
   const o = (typeof options === "number" ? fromFlags(options) : options ?? {}) as Record<string, unknown>;
   if (typeof o !== "object" || o === null || Array.isArray(o)) {
     throw new TypeError("sqlite-multiwriter: options must be an object");
@@ -141,14 +156,19 @@ export function resolveOptions(options: DatabaseOptions | number | undefined): R
     );
   }
   const readonly = o.readonly === true || (o.readwrite === false && o.readonly === undefined);
-  if (readonly && o.readwrite === true) {
-    throw new TypeError('sqlite-multiwriter: options "readonly" and "readwrite" contradict each other');
+  if (readonly && (o.readwrite === true || (bun && o.create === true))) {
+    throw new TypeError(
+      'sqlite-multiwriter: options contradict each other: a read-only database ("readonly: true" or ' +
+        '"readwrite: false") cannot have "create: true" or "readwrite: true"',
+    );
   }
   return {
     readonly,
-    create: o.create !== false,
+    // bun:sqlite opens `{ readwrite: true }` without SQLITE_OPEN_CREATE.
+    create: o.create === true || (o.create === undefined && o.readwrite !== true),
     strict: o.strict === true,
     safeIntegers: o.safeIntegers === true,
+    int64: o.int64 === true,
     multiwriter,
     busyTimeout: typeof o.busyTimeout === "number" ? Math.floor(o.busyTimeout) : 5000,
     maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 10_000,

@@ -14,6 +14,7 @@ import {
   rangeError,
   readColumn,
   type SQLValue,
+  type ValueMode,
 } from "./values.ts";
 
 /** What `run()` returns. */
@@ -36,6 +37,10 @@ export interface Connection {
   readonly database: Database;
   readonly strict: boolean;
   readonly safeIntegers: boolean;
+  /** The npm entry: bun:sqlite's rules where it and @db/sqlite differ. */
+  readonly bun: boolean;
+  /** Integers beyond 2^53 read as BigInt when not safeIntegers (int64, or the JSR face). */
+  readonly exact: boolean;
   /** The open handle; throws when the database is closed. */
   handle(): Ptr;
   /** The error for a failed call (SQLite's message, or a JS error thrown by a custom function). */
@@ -75,6 +80,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   #h: Ptr | null;
   readonly #sql: string;
   #safe: boolean;
+  #mode: ValueMode;
   #ncols = NOT_LOADED;
   #names: string[] = [];
   #protoColumn = false;
@@ -96,13 +102,14 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     this.#h = handle;
     this.#sql = sql;
     this.#safe = connection.safeIntegers;
+    this.#mode = { bun: connection.bun, safe: this.#safe, exact: connection.exact };
     this.#nparams = this.#c.sym.sqlite3_bind_parameter_count(handle);
   }
 
   #handle(): Ptr {
     if (this.#h === null) {
       this.#c.handle(); // a closed database says so first
-      throw misuse("the statement is finalized", this.#sql);
+      throw misuse("Statement has finalized", this.#sql); // bun:sqlite's words
     }
     return this.#h;
   }
@@ -185,8 +192,10 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       const n = s.sqlite3_column_count(h);
       const rc = s.sqlite3_step(h);
       const names = [null, "INTEGER", "FLOAT", "TEXT", "BLOB", "NULL"];
+      // No row: bun:sqlite says "NULL" for each column (the @db/sqlite face has no columnTypes).
+      const none = this.#c.bun ? "NULL" : null;
       const out: (string | null)[] = [];
-      for (let i = 0; i < n; i++) out.push(rc === SQLITE_ROW ? names[s.sqlite3_column_type(h, i)] ?? null : null);
+      for (let i = 0; i < n; i++) out.push(rc === SQLITE_ROW ? names[s.sqlite3_column_type(h, i)] ?? null : none);
       if (rc !== SQLITE_ROW && rc !== SQLITE_DONE) throw this.#fail(h, rc);
       s.sqlite3_reset(h);
       return out;
@@ -223,10 +232,27 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return this.#h === null;
   }
 
+  /** True after finalize() or the database's close() (the bun:sqlite name). */
+  get isFinalized(): boolean {
+    return this.#h === null;
+  }
+
   /** Read integers of this statement as BigInt (true) or numbers (false). */
   safeIntegers(on = true): this {
     this.#safe = on;
+    this.#mode = { ...this.#mode, safe: on };
     return this;
+  }
+
+  /** What JSON.stringify shows of the statement (as bun:sqlite's toJSON). */
+  toJSON(): { sql: string; isFinalized: boolean; paramsCount: number; columnNames: string[] } {
+    const h = this.#h;
+    return {
+      sql: this.toString(),
+      isFinalized: h === null,
+      paramsCount: h === null ? 0 : this.#nparams,
+      columnNames: h === null ? [] : this.columnNames,
+    };
   }
 
   #enter(): void {
@@ -271,6 +297,9 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       s.sqlite3_reset(h);
       this.#active = false;
     }
+    // bun:sqlite: a call without parameters runs with the values bound last (those given
+    // to prepare(sql, params) or to the previous call; NULL when none were).
+    if (params.length === 0 && this.#c.bun) return h;
     let values: unknown[] = params;
     if (params.length === 1) {
       const only = params[0];
@@ -282,12 +311,14 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     }
     if (values.length !== this.#nparams) {
       throw rangeError(
-        `expected ${this.#nparams} parameter${this.#nparams === 1 ? "" : "s"}, got ${values.length}`,
+        this.#c.bun
+          ? `SQLite query expected ${this.#nparams} values, received ${values.length}` // bun:sqlite's words
+          : `expected ${this.#nparams} parameter${this.#nparams === 1 ? "" : "s"}, got ${values.length}`,
         this.#sql,
       );
     }
     for (let i = 0; i < values.length; i++) {
-      const rc = bindValue(this.#f, h, i + 1, values[i], `#${i + 1}`);
+      const rc = bindValue(this.#f, h, i + 1, values[i], `#${i + 1}`, this.#mode);
       if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
     }
     return h;
@@ -305,15 +336,22 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
         index = names.get("$" + key) ?? names.get(":" + key) ?? names.get("@" + key);
       }
       if (index === undefined) {
+        // bun:sqlite ignores a key that names no parameter; the @db/sqlite face refuses it.
+        if (this.#c.bun) continue;
         throw rangeError(`unknown parameter "${key}"`, this.#sql);
       }
       seen?.add(index);
-      const rc = bindValue(this.#f, h, index, params[key], `"${key}"`);
+      const rc = bindValue(this.#f, h, index, params[key], `"${key}"`, this.#mode);
       if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
     }
     if (seen !== null && seen.size !== this.#nparams) {
       for (const [name, i] of names) {
-        if (!seen.has(i)) throw rangeError(`missing parameter "${name}"`, this.#sql);
+        if (seen.has(i)) continue;
+        // bun:sqlite names the parameter as strict mode lets it be given: without its prefix.
+        throw rangeError(
+          this.#c.bun ? `Missing parameter "${name.slice(1)}"` : `missing parameter "${name}"`,
+          this.#sql,
+        );
       }
       throw rangeError(`expected ${this.#nparams} parameters, got ${seen.size}`, this.#sql);
     }
@@ -335,7 +373,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       // setter or getter of that name.
       for (let i = 0; i < n; i++) {
         Object.defineProperty(row, names[i], {
-          value: readColumn(this.#f, h, i, this.#safe),
+          value: readColumn(this.#f, h, i, this.#mode),
           enumerable: true,
           writable: true,
           configurable: true,
@@ -343,13 +381,13 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       }
       return row as Row;
     }
-    for (let i = 0; i < n; i++) row[names[i]] = readColumn(this.#f, h, i, this.#safe);
+    for (let i = 0; i < n; i++) row[names[i]] = readColumn(this.#f, h, i, this.#mode);
     return row as Row;
   }
 
   #array(h: Ptr, n: number): SQLValue[] {
     const out = new Array<SQLValue>(n);
-    for (let i = 0; i < n; i++) out[i] = readColumn(this.#f, h, i, this.#safe);
+    for (let i = 0; i < n; i++) out[i] = readColumn(this.#f, h, i, this.#mode);
     return out;
   }
 
@@ -390,7 +428,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     const wrote = s.sqlite3_total_changes64(db) !== before;
     return {
       changes: wrote ? Number(s.sqlite3_changes64(db)) : 0,
-      lastInsertRowid: int(s.sqlite3_last_insert_rowid(db), this.#safe),
+      lastInsertRowid: int(s.sqlite3_last_insert_rowid(db), this.#mode),
     };
   }
 
@@ -591,8 +629,22 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     this.finalize();
   }
 
-  /** The SQL with the current parameter values (the SQL alone once finalized). */
+  /**
+   * The SQL with the current parameter values; once finalized, "" (as bun:sqlite) or, in
+   * the @db/sqlite face, the SQL alone.
+   */
   toString(): string {
-    return this.#h === null ? this.#sql : this.expandedSql;
+    if (this.#h === null) return this.#c.bun ? "" : this.#sql;
+    return this.expandedSql;
+  }
+
+  /** @internal Binds params now, for later calls made without any (prepare(sql, params)). */
+  bindNow(params: Params): void {
+    this.#enter();
+    try {
+      this.#start(params);
+    } finally {
+      this.#busy = false;
+    }
   }
 }

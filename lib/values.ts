@@ -78,11 +78,26 @@ function isBytes(v: object): v is ArrayBufferView | ArrayBuffer | SharedArrayBuf
     (typeof SharedArrayBuffer === "function" && v instanceof SharedArrayBuffer);
 }
 
+/**
+ * How a connection's face treats values where bun:sqlite and @db/sqlite differ. The npm
+ * entry is bun:sqlite's (`bun: true`); the JSR entry's @db/sqlite face is not.
+ */
+export interface ValueMode {
+  /** bun:sqlite's rules: -0 binds as a real, a BigInt out of range wraps unless safe. */
+  readonly bun: boolean;
+  /** Integers as BigInt (safeIntegers). */
+  readonly safe: boolean;
+  /** Integers beyond 2^53 as BigInt (otherwise rounded to a number, as bun:sqlite does). */
+  readonly exact: boolean;
+}
+
 /** Binds one value at 1-based index i; returns SQLite's result code. */
-export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string): number {
+export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string, mode: ValueMode): number {
   const s = f.sym;
   switch (typeof v) {
     case "number":
+      // bun:sqlite binds -0 as the real -0 (its sign kept); bind_double takes it in both runtimes.
+      if (mode.bun && Object.is(v, -0)) return s.sqlite3_bind_double(stmt, i, v);
       if (Number.isInteger(v)) {
         // `| 0` turns -0 into 0: Deno refuses -0 as an i32 ("expected integer").
         if (v >= -2147483648 && v <= 2147483647) return s.sqlite3_bind_int(stmt, i, v | 0);
@@ -103,7 +118,11 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
     }
     case "bigint":
       if (v < INT64_MIN || v > INT64_MAX) {
-        throw new RangeError(`parameter ${name}: ${v} does not fit in a 64-bit integer`);
+        if (!mode.bun) throw new RangeError(`parameter ${name}: ${v} does not fit in a 64-bit integer`);
+        // bun:sqlite: out of range is an error with safeIntegers (or int64), else it wraps
+        // to 64 bits as its int64 conversion does.
+        if (mode.safe || mode.exact) throw new RangeError(`BigInt value '${v}' is out of range`);
+        return s.sqlite3_bind_int64(stmt, i, BigInt.asIntN(64, v));
       }
       return s.sqlite3_bind_int64(stmt, i, v);
     case "boolean":
@@ -125,23 +144,25 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
   );
 }
 
-/** Reads an integer result of the library (number or BigInt) as the caller wants it. */
-export function int(v: number | bigint, safeIntegers: boolean): number | bigint {
-  if (safeIntegers) return typeof v === "bigint" ? v : BigInt(v);
-  return v; // a BigInt here is beyond 2^53: kept exact rather than rounded
+/** Reads an integer result of the library (number or BigInt) as the mode wants it. */
+export function int(v: number | bigint, mode: Pick<ValueMode, "safe" | "exact">): number | bigint {
+  if (mode.safe) return typeof v === "bigint" ? v : BigInt(v);
+  // A BigInt here is beyond 2^53: kept exact, or rounded to a number as bun:sqlite does.
+  return mode.exact || typeof v === "number" ? v : Number(v);
 }
 
 /** Reads column i of the current row. */
-export function readColumn(f: Ffi, stmt: Ptr, i: number, safeIntegers: boolean): SQLValue {
+export function readColumn(f: Ffi, stmt: Ptr, i: number, mode: Pick<ValueMode, "safe" | "exact">): SQLValue {
   const s = f.sym;
   switch (s.sqlite3_column_type(stmt, i)) {
     case 1: {
       // A double holds every integer below 2^53 exactly, and f64 is the cheapest result
       // in both runtimes (Deno returns 64-bit integers as BigInt): the int64 call is only
-      // made for the integers beyond.
+      // made for the integers beyond, and only where they are wanted exact.
       const d = s.sqlite3_column_double(stmt, i);
-      if (d > -MAX_EXACT && d < MAX_EXACT) return safeIntegers ? BigInt(d) : d;
-      return int(s.sqlite3_column_int64(stmt, i), safeIntegers);
+      if (d > -MAX_EXACT && d < MAX_EXACT) return mode.safe ? BigInt(d) : d;
+      if (!mode.safe && !mode.exact) return d; // rounded, as bun:sqlite reads them
+      return int(s.sqlite3_column_int64(stmt, i), mode);
     }
     case 2:
       return s.sqlite3_column_double(stmt, i);
@@ -161,11 +182,11 @@ export function readColumn(f: Ffi, stmt: Ptr, i: number, safeIntegers: boolean):
 }
 
 /** Reads a function argument (an sqlite3_value*). */
-export function readValue(f: Ffi, value: Ptr, safeIntegers: boolean): SQLValue {
+export function readValue(f: Ffi, value: Ptr, mode: Pick<ValueMode, "safe" | "exact">): SQLValue {
   const s = f.sym;
   switch (s.sqlite3_value_type(value)) {
     case 1:
-      return int(s.sqlite3_value_int64(value), safeIntegers);
+      return int(s.sqlite3_value_int64(value), mode);
     case 2:
       return s.sqlite3_value_double(value);
     case 3: {

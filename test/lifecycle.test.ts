@@ -21,7 +21,7 @@ describe("close", () => {
     expect(db.open).toBe(false);
   });
 
-  it("every use of a closed database throws 'the database is closed'", () => {
+  it("every use of a closed database throws bun:sqlite's 'Database has closed' ('Cannot use a closed database' from query/prepare)", () => {
     const db = new Database();
     db.exec("CREATE TABLE t(v)");
     const tx = db.transaction(() => 1);
@@ -46,7 +46,8 @@ describe("close", () => {
     ];
     for (const [name, use] of uses) {
       const e = closedError(use);
-      expect(e.message, name).toBe("the database is closed");
+      const words = name === "query" || name === "prepare" ? "Cannot use a closed database" : "Database has closed";
+      expect(e.message, name).toBe(words);
       expect(e.code, name).toBe("SQLITE_MISUSE");
     }
   });
@@ -62,18 +63,18 @@ describe("close", () => {
     expect(q.finalized).toBe(true);
     expect(p.finalized).toBe(true);
     for (const use of [() => q.all(), () => q.get(), () => p.run(1), () => q.values(), () => q.iterate(), () => it.next(), () => q.columnNames, () => q.expandedSql]) {
-      expect(closedError(use).message).toBe("the database is closed");
+      expect(closedError(use).message).toBe("Database has closed");
     }
     expect(() => q.finalize()).not.toThrow();
   });
 
-  it("a finalized statement throws 'the statement is finalized'", () => {
+  it("a finalized statement throws 'Statement has finalized' (bun:sqlite's words)", () => {
     const db = new Database();
     const q = db.prepare("SELECT 1");
     q.finalize();
     q.finalize();
-    expect(closedError(() => q.get()).message).toBe("the statement is finalized");
-    expect(closedError(() => q.paramsCount).message).toBe("the statement is finalized");
+    expect(closedError(() => q.get()).message).toBe("Statement has finalized");
+    expect(closedError(() => q.paramsCount).message).toBe("Statement has finalized");
     expect(db.query("SELECT 1 AS v").get()).toEqual({ v: 1 });
     db.close();
   });

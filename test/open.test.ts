@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { Database, SQLiteError } from "../lib/mod.ts";
+import * as jsr from "../lib/jsr.ts";
 import { resolveOptions, toUri } from "../lib/options.ts";
 import { tempDir } from "./helpers.ts";
 
@@ -86,7 +87,7 @@ describe("open", () => {
     expect(existsSync(path)).toBe(false);
   });
 
-  it("a database path in a missing folder is SQLITE_CANTOPEN naming the path", () => {
+  it("a database path in a missing folder is SQLITE_CANTOPEN (SQLiteError's message, as bun:sqlite's)", () => {
     const path = join(tempDir(), "missing", "folder", "x.db");
     let err: unknown;
     try {
@@ -96,7 +97,9 @@ describe("open", () => {
     }
     expect(err).toBeInstanceOf(SQLiteError);
     expect((err as SQLiteError).code).toBe("SQLITE_CANTOPEN");
-    expect((err as Error).message).toContain(path);
+    expect((err as Error).message).toBe("unable to open database file");
+    // The @db/sqlite face names the path.
+    expect(() => new jsr.Database(path)).toThrow(path);
   });
 
   it("readonly: reads work, writes fail with SQLITE_READONLY", () => {
