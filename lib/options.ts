@@ -157,9 +157,9 @@ export function resolveOptions(options: DatabaseOptions | number | undefined, bu
   }
   const readonly = o.readonly === true || (o.readwrite === false && o.readonly === undefined);
   if (readonly && (o.readwrite === true || (bun && o.create === true))) {
+    // bun:sqlite's words.
     throw new TypeError(
-      'sqlite-multiwriter: options contradict each other: a read-only database ("readonly: true" or ' +
-        '"readwrite: false") cannot have "create: true" or "readwrite: true"',
+      'A read-only database ("readonly: true" or "readwrite: false") cannot have "create: true" or "readwrite: true"',
     );
   }
   return {

@@ -66,7 +66,7 @@ describe("bun:sqlite behaviour", () => {
     const ro = new Database(path, { readwrite: false });
     expect(() => ro.run("INSERT INTO t VALUES (2)")).toThrow(/readonly/);
     ro.close();
-    expect(() => new Database(path, { readonly: true, readwrite: true })).toThrow(/contradict/);
+    expect(() => new Database(path, { readonly: true, readwrite: true })).toThrow('A read-only database ("readonly: true" or "readwrite: false") cannot have "create: true" or "readwrite: true"');
     expect(constants.SQLITE_PREPARE_PERSISTENT).toBe(1);
     expect(constants.SQLITE_FCNTL_PERSIST_WAL).toBe(10);
   });
