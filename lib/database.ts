@@ -32,6 +32,8 @@ const OPEN_CREATE = 0x4;
 const OPEN_URI = 0x40;
 const OPEN_NOMUTEX = 0x8000;
 const OPEN_EXRESCODE = 0x02000000;
+const SQLITE_DBCONFIG_DQS_DML = 1013;
+const SQLITE_DBCONFIG_DQS_DDL = 1014;
 const PREPARE_PERSISTENT = 0x1;
 const UTF8 = 1;
 const DETERMINISTIC = 0x800;
@@ -306,6 +308,14 @@ export class Database {
       // The setup PRAGMAs may meet another connection that is opening or recovering the
       // same file: they wait at least SETUP_BUSY_MS whatever the user's timeout is.
       s.sqlite3_busy_timeout(db, Math.max(o.busyTimeout, SETUP_BUSY_MS));
+      // bun:sqlite's SQLite reads a double-quoted word that names no column as a string
+      // (SQLite's default); the library is built with DQS=0, which @db/sqlite keeps.
+      if (this.#bun) {
+        for (const op of [SQLITE_DBCONFIG_DQS_DML, SQLITE_DBCONFIG_DQS_DDL]) {
+          const rc = s.mw_db_config(db, op, 1, null);
+          if (rc !== SQLITE_OK) throw this.#error(rc);
+        }
+      }
       if (!o.readonly && !memory) this.#execScript("PRAGMA journal_mode=WAL");
       this.#execScript("PRAGMA synchronous=FULL");
       s.sqlite3_busy_timeout(db, o.busyTimeout);

@@ -242,6 +242,22 @@ describe("statements", () => {
   });
 });
 
+describe("double-quoted strings", () => {
+  it("the npm entry reads a double-quoted word that names no column as text, in DML and DDL", () => {
+    const db = new Database(join(tempDir(), "dqs.db"));
+    db.exec('CREATE TABLE t(a TEXT DEFAULT "none", b)');
+    db.run('INSERT INTO t(b) VALUES ("Hello")');
+    expect(db.query('SELECT a, b, "b" AS c FROM t WHERE b = "Hello"').get()).toEqual({ a: "none", b: "Hello", c: "Hello" });
+    db.close();
+  });
+  it("the JSR entry refuses it, as @db/sqlite does", () => {
+    const db = new jsr.Database(":memory:");
+    db.exec("CREATE TABLE t(b)");
+    expect(() => db.exec('INSERT INTO t VALUES ("Hello")')).toThrow(/no such column: "Hello"/);
+    db.close();
+  });
+});
+
 describe("the JSR entry keeps @db/sqlite's rules", () => {
   it("exact integers, refused names and counts, the SQL of a finalized statement, plain bytes", () => {
     const db = new jsr.Database(":memory:");

@@ -94,6 +94,7 @@ export const functions = {
   mw_version: { args: [], returns: "ptr" },
   mw_register: { args: [], returns: "i32" },
   mw_stats: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
+  mw_db_config: { args: ["ptr", "i32", "i32", "buffer"], returns: "i32" },
 } as const;
 
 export const callbacks = {

@@ -83,6 +83,13 @@ enum mw_stat {
 struct sqlite3;
 MW_API int mw_stats(struct sqlite3 *db, const char *zDb, int64_t *out, int n);
 
+/* sqlite3_db_config(db, op, value, out) for the options that take an int and an
+** int* (SQLITE_DBCONFIG_ENABLE_FKEY, ..._DQS_DML, ..._DQS_DDL, ..._DEFENSIVE, ...),
+** for callers that cannot call a variadic function (FFI). value < 0 leaves the
+** option as it is; *out (when not NULL) receives its state. SQLITE_MISUSE for other
+** options. */
+MW_API int mw_db_config(struct sqlite3 *db, int op, int value, int *out);
+
 #ifdef __cplusplus
 }
 #endif

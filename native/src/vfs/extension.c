@@ -6,6 +6,8 @@
 **  - mw_sqlite_extra_init: called by sqlite3_initialize() in the build that links
 **    SQLite in (SQLITE_EXTRA_INIT), so the VFS exists before the first open, and
 **    every new connection gets the SQL functions through an auto-extension.
+**  - mw_stats, mw_db_config: calls for the TypeScript binding, which cannot reach a
+**    file control's result array or a C function with variable arguments itself.
 */
 #include "engine.h"
 
@@ -34,6 +36,36 @@ int mw_stats(sqlite3 *db, const char *zDb, int64_t *out, int n) {
   if (rc == SQLITE_NOTFOUND) rc = SQLITE_OK; /* not on the engine: all zeros */
   for (int i = 0; i < n; i++) out[i] = i < MW_STAT_COUNT ? all[i] : 0;
   return rc;
+}
+
+/* sqlite3_db_config for the options that take an int and an int*: variadic C
+** functions cannot be called through bun:ffi or Deno.dlopen (on arm64 Apple their
+** arguments go on the stack, not in registers). */
+int mw_db_config(sqlite3 *db, int op, int value, int *out) {
+  if (db == 0) return SQLITE_MISUSE;
+  switch (op) {
+    case SQLITE_DBCONFIG_ENABLE_FKEY:
+    case SQLITE_DBCONFIG_ENABLE_TRIGGER:
+    case SQLITE_DBCONFIG_ENABLE_VIEW:
+    case SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER:
+    case SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION:
+    case SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE:
+    case SQLITE_DBCONFIG_ENABLE_QPSG:
+    case SQLITE_DBCONFIG_TRIGGER_EQP:
+    case SQLITE_DBCONFIG_RESET_DATABASE:
+    case SQLITE_DBCONFIG_DEFENSIVE:
+    case SQLITE_DBCONFIG_WRITABLE_SCHEMA:
+    case SQLITE_DBCONFIG_LEGACY_ALTER_TABLE:
+    case SQLITE_DBCONFIG_DQS_DML:
+    case SQLITE_DBCONFIG_DQS_DDL:
+    case SQLITE_DBCONFIG_TRUSTED_SCHEMA:
+    case SQLITE_DBCONFIG_LEGACY_FILE_FORMAT:
+    case SQLITE_DBCONFIG_STMT_SCANSTATUS:
+    case SQLITE_DBCONFIG_REVERSE_SCANORDER:
+      return sqlite3_db_config(db, op, value, out);
+    default:
+      return SQLITE_MISUSE; /* other arguments, or unknown */
+  }
 }
 
 /* Runs at the end of every sqlite3_open (auto-extension): fails the open of a
