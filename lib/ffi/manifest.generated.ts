@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "7353f4fe439005cdb8e7c0bc55ff107b3f49d8e91276d3940dc4da8d005d310a",
-        "size": 1799352
+        "sha256": "c8a92c1536107a8cba3a6fbab36fd3c563f2d85de1530ed16190a01d90bcbcda",
+        "size": 1800264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "290a1489c91268e4c9451b58e14e0246e28f20773b9b95153b452a6a459db003",
-        "size": 240496
+        "sha256": "bea2ed13cc632b097a309fabafa2bc9ad17e1f24a8ac5996f9efdf0cb0151541",
+        "size": 241392
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "be1955397795b9c2ad347ef4540566db13cb88881a7ff7061b623d8e7a126ac3",
-        "size": 1742656
+        "sha256": "81d65aed5a2edb33b00fe69270814b298a3f6dbef1820ddc9db88e0ca5a31d15",
+        "size": 1743560
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "c74800a2691f70d00928eacb0e340cf0faa12791718972a2e5b5b68fb5c4b346",
-        "size": 232976
+        "sha256": "26ff51f931f3567d67b3fa3d5e29775418c90ae0d8e6a573e07c971b11ab498f",
+        "size": 233920
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "73111f36d78c1144dc16ad9b315a02d7faa7cc1f17c65d8f5e6f6883dd462df2",
-        "size": 1797368
+        "sha256": "c6aa42b7a4fcb42b3bea85a34c976178d660fc5a830981af8de167be2fedda18",
+        "size": 1798264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "42552ab7f373bce51dcaa673178e3ba24eaccdce52f8bf163afa30bec5027512",
-        "size": 239800
+        "sha256": "29fd701cc8190713f5124c4d61fa039489a64df7075278906a6d4a527273599c",
+        "size": 240712
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "d6d0ef0a7618d6fbccb3e5413d679f234bba603bff197487326b7771b0cc3fe1",
-        "size": 1740952
+        "sha256": "93c4236ff32414ecc3135d6b939f311ef30b638871b16c7d3e68a461da51da86",
+        "size": 1741840
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "89e797b879bef3a444f12700856a8567dca68a3046ed2405ac325f935f04888d",
-        "size": 232464
+        "sha256": "08fc511effb939947a985e363800275475a2aa3a63c30839490d5340b8841e0d",
+        "size": 233408
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "7f0bc418af0547d615282e3860eff5ac4afedb5d66d6ff097d11f95ac1cbc4ab",
-        "size": 1755300
+        "sha256": "8170f156f500c8d92193a269e9e27230a85c82774d06bb7b2824459fca9437fb",
+        "size": 1755381
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "61b4eeac1afcedbdea6e1e9c10ecdd796dc68e9566ef9757d18e57396577f79e",
-        "size": 242087
+        "sha256": "646ad9cc00a557d6cea0bd4bae7b0c995aedad4bab4db76c5552f001efccc560",
+        "size": 242168
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "d9e1352f83612de6d8f8860fb0105f32a26d3fdc81166ca2ec254ed450731482",
-        "size": 1831136
+        "sha256": "e599de360d552182da45d1b16b1798de5b059a3034ce360e4daf9792d6c5a87e",
+        "size": 1831216
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "66229b805220fa403f4b1d0108b3f941fd7530f53eb3bdb08b956be0440eb00d",
-        "size": 277368
+        "sha256": "6777066c155b1b2eaaed140c64661e2dc76827379d21ae12e8b8b71c30770d8c",
+        "size": 277448
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "d28aebae083fbba6231842c42613111b46926a9d6e5a512cbcece822ea7f5976",
+        "sha256": "b79dc02f070a9f8de73b94f64b8ca69a79d438dc2fc917317760b4cdbc49dd94",
         "size": 1667072
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "1ac237914db3696e554289dea3b86ee8c5dccdff671b15447977af4e6907217c",
+        "sha256": "8366e014d4acf7108204beb1765aab037bb47cc20864b05f6dcef0ac0dbdc169",
         "size": 169984
       }
     }
