@@ -275,7 +275,9 @@ export class Database {
       retryLost: (h, rc, attempt, since) => this.#retryLost(h, rc, attempt, since),
     };
     const file = toFilePath(path);
-    if (typeof file !== "string") throw new TypeError("sqlite-multiwriter: the path must be a string or URL");
+    if (typeof file !== "string") {
+      throw new TypeError(`Expected 'filename' to be a string, got '${typeof path}' (a path is a string or URL)`);
+    }
     this.#path = file;
     const memory = isMemoryPath(file);
     if (memory && o.readonly && image === null && this.#bun) {
@@ -538,7 +540,11 @@ export class Database {
     const rc = this.#sym.sqlite3_prepare_v3(db, bytes, n, flags, stmtCell, tailCell);
     if (rc !== SQLITE_OK) throw this.#error(rc, sql);
     const stmt = f.outPtr(stmtCell);
-    if (f.isNull(stmt)) throw misuse("the SQL holds no statement", sql);
+    if (f.isNull(stmt)) {
+      // bun:sqlite's RangeError; @db/sqlite's face keeps the library's misuse error.
+      const why = "Invalid SQL statement: the SQL holds no statement";
+      throw this.#bun ? new RangeError(why) : misuse(why, sql);
+    }
     const tail = Number(f.address(f.outPtr(tailCell)) - base);
     if (tail >= 0 && tail < n && /\S/.test(new TextDecoder().decode(bytes.subarray(tail, n)))) {
       // Something follows: only comments are allowed, a second statement is a mistake.
@@ -767,7 +773,7 @@ export class Database {
    * again after a jittered backoff, up to `maxAttempts` times; fn must be safe to re-run.
    */
   transaction<A extends unknown[], R>(fn: (...args: A) => R): TransactionFunction<A, R> {
-    if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: transaction() takes a function");
+    if (typeof fn !== "function") throw new TypeError("Expected first argument to be a function (sqlite-multiwriter: transaction() takes a function)");
     const make = (mode: Mode) => (...args: A): R => {
       if (this.inTransaction) return this.#savepoint(fn, args);
       return this.#outer(mode, fn, args);

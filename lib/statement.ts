@@ -216,7 +216,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
    */
   as<T extends object>(Class: new (...args: never[]) => T): Statement<T> {
     if (typeof Class !== "function" || typeof Class.prototype !== "object" || Class.prototype === null) {
-      throw new TypeError("sqlite-multiwriter: as() takes a class");
+      throw new TypeError("Expected class to be a constructor or undefined (sqlite-multiwriter: as() takes a class)");
     }
     this.#rowProto = Class.prototype as object;
     return this as unknown as Statement<T>;

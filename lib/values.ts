@@ -138,6 +138,13 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
         return s.sqlite3_bind_blob64(stmt, i, bytes, bytes.length, TRANSIENT);
       }
   }
+  // bun:sqlite's words first (its users match on them), then which value it was.
+  if (mode.bun) {
+    throw new TypeError(
+      "Binding expected string, TypedArray, boolean, number, bigint or null " +
+        `(parameter ${name}: cannot bind a value of type ${describe(v)})`,
+    );
+  }
   throw new TypeError(
     `parameter ${name}: cannot bind a value of type ${describe(v)} ` +
       "(use number, bigint, string, boolean, null, Uint8Array)",

@@ -299,7 +299,7 @@ describe("SQL errors", () => {
   it("prepare() takes one statement; a trailing comment is fine; empty SQL is an error", () => {
     expect(() => db.prepare("SELECT 1; SELECT 2")).toThrow(/one statement; use exec\(\)/);
     expect(db.prepare("SELECT 1 AS v; -- done").get()).toEqual({ v: 1 });
-    expect(() => db.prepare("  -- nothing")).toThrow(/holds no statement/);
+    expect(() => db.prepare("  -- nothing")).toThrow(/Invalid SQL statement: the SQL holds no statement/);
   });
 
   it("exec() runs scripts; with parameters one statement", () => {
