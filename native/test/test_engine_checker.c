@@ -5,7 +5,9 @@
 ** (pages split, overflow chains come and go, pages are freed). One iteration in 6
 ** holds a read statement open and commits single statements inside its snapshot
 ** (several commits in one snapshot); one operation in 25 reads or sets user_version
-** (page 1's header). Half the threads run synchronous=NORMAL, half FULL. The commits are replayed in epoch order on a model:
+** (page 1's header). Half the threads run synchronous=NORMAL, half FULL; three poll
+** PRAGMA data_version (their writers keep SQLite's cache). The commits are replayed in
+** epoch order on a model:
 **   - a committed transaction must have read exactly the model state just before
 **     its commit epoch (plus its own writes): serializable, in epoch order;
 **   - a read-only or refused transaction must have read the state at its snapshot;
