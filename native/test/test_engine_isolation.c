@@ -244,6 +244,45 @@ static void data_version(void) {
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 }
 
+/* 7a: a connection that polls data_version and commits 3,000 times in a row keeps
+** its private WAL across its commits: SQLite checkpoints it (the engine drops those
+** writes) and restarts it at its next write; every row stays, from both sides. */
+static void data_version_long(void) {
+  fresh("CREATE TABLE r(k); CREATE TABLE w(k INTEGER PRIMARY KEY, v)");
+  sqlite3 *a = tu_open(path, ""), *b = tu_open(path, "");
+  sqlite3_stmt *dv = 0, *ins = 0;
+  CHECK_RC(sqlite3_prepare_v2(a, "PRAGMA data_version", -1, &dv, 0), SQLITE_OK);
+  CHECK_RC(sqlite3_prepare_v2(a, "INSERT INTO w(v) VALUES (randomblob(300))", -1, &ins, 0), SQLITE_OK);
+  CHECK_RC(sqlite3_step(dv), SQLITE_ROW);
+  int64_t v0 = sqlite3_column_int64(dv, 0);
+  CHECK_RC(sqlite3_reset(dv), SQLITE_OK);
+  int moved = 0;
+  for (int i = 1; i <= 3000; i++) {
+    CHECK_RC(sqlite3_step(ins), SQLITE_DONE);
+    CHECK_RC(sqlite3_reset(ins), SQLITE_OK);
+    if (i % 1500 == 0) tu_exec(b, "INSERT INTO r VALUES(1)"); /* another connection commits */
+    CHECK_RC(sqlite3_step(dv), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(dv, 0);
+    CHECK_RC(sqlite3_reset(dv), SQLITE_OK);
+    if (v != v0) moved++;
+    if (i % 1500 != 0) CHECK(v == v0);
+    v0 = v;
+    if (i % 250 == 0) CHECK(tu_int(b, "SELECT count(*) FROM w") == i);
+  }
+  CHECK(moved == 2); /* once per commit of b */
+  CHECK(tu_int(a, "SELECT count(*) FROM w") == 3000);
+  CHECK(tu_int(a, "SELECT count(*) FROM r") == 2);
+  CHECK(tu_integrity_ok(a));
+  sqlite3_finalize(ins);
+  sqlite3_finalize(dv);
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_int(s, "SELECT count(*) FROM w") == 3000);
+  CHECK(tu_integrity_ok(s));
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+}
+
 /* 7b: the price of 7 is paid in conflicts, never in isolation. A reads row 2 from
 ** the page its previous commit wrote, which SQLite serves from its cache (no xRead
 ** in this transaction), and copies it into another table; B changes row 2 in
@@ -287,6 +326,7 @@ int main(int argc, char **argv) {
   RUN("merged_range", merged_range());
   RUN("attached", attached());
   RUN("data_version", data_version());
+  RUN("data_version_long", data_version_long());
   RUN("data_version_carried", data_version_carried());
   tu_rmdir();
   printf("test_engine_isolation: ok\n");
