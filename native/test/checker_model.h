@@ -73,6 +73,7 @@ typedef struct cm_worker {
   int n;
   int commits, refused, held;
   int64_t cw, cr, cs, reloc, merges, refused_reloc;
+  int64_t compactions;    /* of the database in the worker's process, at its end */
 } cm_worker;
 
 /* One check: the whole run and its results. */
@@ -330,6 +331,7 @@ static void *cm_worker_run(void *arg) {
   w->cw = tu_stat(db, MW_STAT_CONFLICT_WRITE);
   w->cr = tu_stat(db, MW_STAT_CONFLICT_READ);
   w->cs = tu_stat(db, MW_STAT_CONFLICT_SCHEMA);
+  w->compactions = tu_stat(db, MW_STAT_COMPACTIONS);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   return 0;
 }
@@ -461,7 +463,12 @@ static void cm_seed_from_env(void) {
   if (e && *e) cm_seed = strtoull(e, 0, 0);
 }
 
-static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
+/* The first half of a check: the database with its tables and first row, the model,
+** the workers (not started); *pBase is the epoch after which the workload commits.
+** The caller runs the workers (threads, or processes: test_mp_checker) and then
+** cm_end. */
+static void cm_begin(cm_run *r, const cm_load *L, const char *params, sqlite3 **pSetup,
+                     const char **pPath, int64_t *pBase) {
   memset(r, 0, sizeof(*r));
   r->L = L;
   r->model = calloc((size_t)L->keys + 1, sizeof(uint64_t));
@@ -492,7 +499,13 @@ static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
     w->t = calloc((size_t)L->txns * CM_MAXOPS, sizeof(txn));
     CHECK(w->t != 0);
   }
-  tu_threads(CM_THREADS, cm_worker_run, r->w, sizeof r->w[0]);
+  *pSetup = setup;
+  *pPath = path;
+  *pBase = base;
+}
+
+/* The second half: the workers' counts summed, the replay, the final state. */
+static void cm_end(cm_run *r, sqlite3 *setup, const char *path, int64_t base) {
   for (int i = 0; i < CM_THREADS; i++) {
     cm_worker *w = &r->w[i];
     r->total += w->n;
@@ -508,6 +521,15 @@ static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
   }
   cm_replay(r, base);
   cm_final(r, setup, path);
+}
+
+static void cm_check_with(cm_run *r, const cm_load *L, const char *params) {
+  sqlite3 *setup;
+  const char *path;
+  int64_t base;
+  cm_begin(r, L, params, &setup, &path, &base);
+  tu_threads(CM_THREADS, cm_worker_run, r->w, sizeof r->w[0]);
+  cm_end(r, setup, path, base);
 }
 
 static void cm_done(cm_run *r) {
