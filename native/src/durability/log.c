@@ -84,6 +84,10 @@ struct mw_log {
   mw_mutex cmp_mu; /* one compaction (or close) at a time */
   mw_mutex mu;     /* everything below */
   mw_cond cv;      /* broadcast on every change of the state below */
+  mw_cond cv_sync; /* the same, for the committers whose record is written and that
+                      wait for its sync: a write's end signals only one of them (a
+                      syncer), so that the many waiting for a sync are not woken at
+                      every write of the group (wake_all wakes both) */
   mw_fd fd;
   uint64_t shift;        /* logical - physical */
   uint64_t base;         /* base epoch in the header */
@@ -169,9 +173,14 @@ static uint64_t rec_size(int page_size, uint64_t npages) {
 
 static uint64_t round_up(uint64_t v, uint64_t step) { return (v + step - 1) / step * step; }
 
+static void wake_all(mw_log *log) {
+  mw_cond_broadcast(&log->cv);
+  mw_cond_broadcast(&log->cv_sync);
+}
+
 static void set_error(mw_log *log, int rc) {
   if (log->error == SQLITE_OK) log->error = rc;
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
 }
 
 static void set_msg(char **pzErr, const char *fmt, const char *path, int rc) {
@@ -291,7 +300,9 @@ static void write_ready(mw_log *log, uint64_t until) {
     log->writing = 0;
     if (rc != SQLITE_OK) set_error(log, rc);
     else log->written_end = end;
+    /* Those waiting for a write, and one that may start the next sync. */
     mw_cond_broadcast(&log->cv);
+    mw_cond_signal(&log->cv_sync);
   }
 }
 
@@ -428,6 +439,7 @@ static void free_log(mw_log *log) {
   free(log->path);
   free(log->tmp_path);
   mw_cond_destroy(&log->cv);
+  mw_cond_destroy(&log->cv_sync);
   mw_mutex_destroy(&log->mu);
   mw_mutex_destroy(&log->cmp_mu);
   free(log);
@@ -450,6 +462,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   mw_mutex_init(&log->cmp_mu);
   mw_mutex_init(&log->mu);
   mw_cond_init(&log->cv);
+  mw_cond_init(&log->cv_sync);
   log->fd = MW_FD_INVALID;
   log->mfd = MW_FD_INVALID;
   if (!log->path || !log->tmp_path) { free_log(log); return SQLITE_NOMEM; }
@@ -617,7 +630,7 @@ static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
   if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
   mw_mutex_lock(&log->mu);
   log->growing = 0;
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
   if (sync_rc != SQLITE_OK) set_error(log, sync_rc);
   if (rc == SQLITE_OK) rc = sync_rc;
   /* No compaction switched the file meanwhile (it waits for !growing). */
@@ -719,7 +732,7 @@ void mw_log_unreserve(mw_log *log, uint64_t bytes) {
   mw_mutex_lock(&log->mu);
   log->reserved = bytes > log->reserved ? 0 : log->reserved - bytes;
   if (log->nres) log->nres--;
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
   mw_mutex_unlock(&log->mu);
 }
 
@@ -825,10 +838,12 @@ static int wait_for(mw_log *log, uint64_t end_offset, int durable) {
       log->syncing = 0;
       if (rc != SQLITE_OK) set_error(log, rc);
       else if (target > log->synced_end) log->synced_end = target;
-      mw_cond_broadcast(&log->cv);
+      wake_all(log);
       continue;
     }
-    mw_cond_wait(&log->cv, &log->mu);
+    /* Written, not yet synced: only a sync's end (or one write's end, to elect a
+    ** syncer) concerns it. */
+    mw_cond_wait(durable && log->written_end >= end_offset ? &log->cv_sync : &log->cv, &log->mu);
   }
   mw_mutex_unlock(&log->mu);
   return rc;
@@ -939,7 +954,7 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
   log->mirror = 0;
   log->mfd = MW_FD_INVALID;
   log->hold_growth = 0;
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
   /* The descriptor to close is still in use by writes and syncs that started before:
   ** the old file's after a rename, the new file's (mirrored ones) otherwise. */
   while ((log->writing && (renamed ? log->write_gen != log->fd_gen : log->write_mirrored)) ||
@@ -1057,7 +1072,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void 
     rc = drc;
   }
   log->switching = 0;
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
   return rc;
 }
 
@@ -1135,7 +1150,7 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
   mw_mutex_lock(&log->mu);
   log->growing = 0;
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
   mw_mutex_unlock(&log->mu);
   if (rc == SQLITE_OK) *pAllocEnd = target + shift;
   return rc;
@@ -1178,7 +1193,7 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
     memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
     log->nidx -= keep;
     log->switching = 0;
-    mw_cond_broadcast(&log->cv);
+    wake_all(log);
   }
   mw_mutex_unlock(&log->mu);
   mw_file_close(fd); /* the old file on success, the new one on failure */
@@ -1232,7 +1247,7 @@ int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
       log->assigned_end = log->written_end = log->synced_end = log->alloc_end = MW_LOG_HDR_SIZE;
     }
   }
-  mw_cond_broadcast(&log->cv);
+  wake_all(log);
   mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
