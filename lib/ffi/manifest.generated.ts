@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "c8a92c1536107a8cba3a6fbab36fd3c563f2d85de1530ed16190a01d90bcbcda",
-        "size": 1800264
+        "sha256": "b20ca2a4a80e15e87df55ee63990e4918be7ef052d29e056d884230e435c2696",
+        "size": 1800584
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "bea2ed13cc632b097a309fabafa2bc9ad17e1f24a8ac5996f9efdf0cb0151541",
-        "size": 241392
+        "sha256": "59945ee1ec22f8f0a8946180edbe974259d19ea72a416a4868b978e9a2277864",
+        "size": 241744
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "81d65aed5a2edb33b00fe69270814b298a3f6dbef1820ddc9db88e0ca5a31d15",
-        "size": 1743560
+        "sha256": "3bedaa317383811d29b6678804049c3c93d5e2ba4b5b8a1038ea2e4d3fc3466a",
+        "size": 1743784
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "26ff51f931f3567d67b3fa3d5e29775418c90ae0d8e6a573e07c971b11ab498f",
-        "size": 233920
+        "sha256": "3f0d29d9f5f27ea4ef647ac45667cec018918cd0b6ccaa890f86adeb36440c4c",
+        "size": 234144
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "c6aa42b7a4fcb42b3bea85a34c976178d660fc5a830981af8de167be2fedda18",
-        "size": 1798264
+        "sha256": "0146b1dd21e8fe50b4bc8140f0f486a3d0e311451bc349b281d5079877785520",
+        "size": 1798584
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "29fd701cc8190713f5124c4d61fa039489a64df7075278906a6d4a527273599c",
-        "size": 240712
+        "sha256": "6509518a4a1b43928fcf2795e492469fbbdd2ba0f01579c8d1e9ce47a4143df8",
+        "size": 241064
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "93c4236ff32414ecc3135d6b939f311ef30b638871b16c7d3e68a461da51da86",
-        "size": 1741840
+        "sha256": "6731a24c54ddcc94bd068318d1546e6e00cdbacf82b8f4ff9167b93c28df5de8",
+        "size": 1742064
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "08fc511effb939947a985e363800275475a2aa3a63c30839490d5340b8841e0d",
-        "size": 233408
+        "sha256": "9c1af08156eaed93ff7e6d89ec7ed5f8a6e11e781e42f71b0631c35971f6ad4f",
+        "size": 233632
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "8170f156f500c8d92193a269e9e27230a85c82774d06bb7b2824459fca9437fb",
+        "sha256": "250582fe00c89bb23f607c7ea174fe805477432189a321f3402b08eb634e162b",
         "size": 1755381
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "646ad9cc00a557d6cea0bd4bae7b0c995aedad4bab4db76c5552f001efccc560",
+        "sha256": "f19d47d4d21fcdbc8cd8c5e89dca0652b01a1146d60247418b4b492cdc77cc12",
         "size": 242168
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "e599de360d552182da45d1b16b1798de5b059a3034ce360e4daf9792d6c5a87e",
+        "sha256": "f17160387d6c31ad20210f9798c0ce783dd63ef97e30e61c4569ba3b563263b3",
         "size": 1831216
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "6777066c155b1b2eaaed140c64661e2dc76827379d21ae12e8b8b71c30770d8c",
+        "sha256": "81c998481661547171d1e0f90bf634623439f616bec81287b0dcf5ac179f7f1d",
         "size": 277448
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "b79dc02f070a9f8de73b94f64b8ca69a79d438dc2fc917317760b4cdbc49dd94",
-        "size": 1667072
+        "sha256": "01ba559bf870dabb233aa0ba9e45ef11bbe9f572b22cdde972cfb06040e49a8c",
+        "size": 1667584
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "8366e014d4acf7108204beb1765aab037bb47cc20864b05f6dcef0ac0dbdc169",
-        "size": 169984
+        "sha256": "2a76fa2d93b082d86dc9bc2321e6f0f2f7da411f79f31c987109eec8304ee122",
+        "size": 170496
       }
     }
   }
