@@ -48,9 +48,9 @@ typedef struct guard_file {
 
 /* SQLite's lock bytes in the database file (os.h): SHARED_FIRST = PENDING_BYTE + 2,
 ** SHARED_SIZE bytes. */
-#define SQLITE_PENDING_BYTE 0x40000000u
-#define SQLITE_SHARED_FIRST (SQLITE_PENDING_BYTE + 2)
-#define SQLITE_SHARED_SIZE 510
+#define MW_PENDING_BYTE 0x40000000u
+#define MW_SHARED_FIRST (MW_PENDING_BYTE + 2)
+#define MW_SHARED_SIZE 510
 
 #define HDR_VERSIONS 18        /* offset of the write and read version bytes */
 
@@ -203,7 +203,7 @@ int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id) {
     if (rc != SQLITE_OK) return rc;
     g->locked = 0;
   }
-  int rc = mw_file_hold_byte(zPath, id, SQLITE_SHARED_FIRST, SQLITE_SHARED_SIZE, &g->shared_byte);
+  int rc = mw_file_hold_byte(zPath, id, MW_SHARED_FIRST, MW_SHARED_SIZE, &g->shared_byte);
   if (rc == SQLITE_NOTFOUND) rc = in->pMethods->xLock(in, SQLITE_LOCK_SHARED);
   if (rc == SQLITE_OK) g->locked = 1;
   return rc;

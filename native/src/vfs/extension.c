@@ -60,8 +60,14 @@ int mw_db_config(sqlite3 *db, int op, int value, int *out) {
     case SQLITE_DBCONFIG_DQS_DDL:
     case SQLITE_DBCONFIG_TRUSTED_SCHEMA:
     case SQLITE_DBCONFIG_LEGACY_FILE_FORMAT:
+      /* Newer options only where the SQLite compiled against has them (the Tcl suite's
+      ** testfixture builds this file against Debian's 3.40.1). */
+#ifdef SQLITE_DBCONFIG_STMT_SCANSTATUS
     case SQLITE_DBCONFIG_STMT_SCANSTATUS:
+#endif
+#ifdef SQLITE_DBCONFIG_REVERSE_SCANORDER
     case SQLITE_DBCONFIG_REVERSE_SCANORDER:
+#endif
       return sqlite3_db_config(db, op, value, out);
     default:
       return SQLITE_MISUSE; /* other arguments, or unknown */
