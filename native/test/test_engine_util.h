@@ -126,6 +126,17 @@ static sqlite3 *tu_stock_check(const char *prog, const char *path, const char *c
   return st;
 }
 
+/* argv0 as an absolute path (a test that runs itself again in child processes may
+** change directory first). */
+static const char *tu_abs_exe(const char *argv0) {
+  if (argv0[0] == '/') return argv0;
+  static char abs_exe[1024];
+  char cwd[512];
+  CHECK(getcwd(cwd, sizeof cwd) != 0);
+  snprintf(abs_exe, sizeof abs_exe, "%s/%s", cwd, argv0);
+  return abs_exe;
+}
+
 /* Runs fn on n threads, the i-th on the worker at base + i * size, and waits for all. */
 static void tu_threads(int n, void *(*fn)(void *), void *base, size_t size) {
   pthread_t *th = malloc(sizeof(pthread_t) * (size_t)n);

@@ -751,13 +751,7 @@ static void shells(const char *dir) {
 int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
-  if (self_exe[0] != '/') {
-    static char abs_exe[1024];
-    char cwd[512];
-    CHECK(getcwd(cwd, sizeof cwd) != 0);
-    snprintf(abs_exe, sizeof abs_exe, "%s/%s", cwd, self_exe);
-    self_exe = abs_exe;
-  }
+  self_exe = tu_abs_exe(self_exe);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("mp");
   /* argv[1]: the loadable extension (as for test_processes); else zig-out/lib's. */
