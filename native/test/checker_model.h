@@ -44,6 +44,22 @@ typedef struct cm_load {
                              open and runs single-statement commits inside its snapshot */
 } cm_load;
 
+/* The checkers' workload over one table kv (test_engine_checker, test_mp_checker): one
+** transaction in 5 read-only; 60% writes (30 put, 15 update or copy, 15 delete), 20%
+** point reads, 20% ranges of up to 12 keys; one value in 10 of 2000..7999 bytes, else
+** 1..400; one iteration in 6 in a held snapshot, one operation in 25 on user_version. */
+static const char *const cm_kv_tname[] = { "kv" };
+#define CM_KV_LOAD(dir_, txns_)                                                           \
+  {                                                                                      \
+    .dir = (dir_), .schema = "CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT)",           \
+    .tname = cm_kv_tname, .tables = 1, .keys = 200, .txns = (txns_),                     \
+    .readonly_one_in = 5,                                                                \
+    .write_below = 60, .put_below = 30, .upd_below = 45, .get_below = 80,                \
+    .range_width = 12, .new_below = 0,                                                   \
+    .big_table = -1, .big_one_in = 10, .big_bytes = 6000, .small_bytes = 400,            \
+    .held_one_in = 6, .meta_one_in = 25,                                                 \
+  }
+
 /* The seed of the run: MW_TEST_SEED, or a fixed one. Printed, so that a failing run's
 ** workload can be generated again (the threads' schedule differs every run). */
 static uint64_t cm_seed = 0x5eed0001ull;

@@ -23,22 +23,7 @@
 
 #include <time.h>
 
-static const char *const tname[] = { "kv" };
-
-static const cm_load load = {
-  .dir = "checker",
-  .schema = "CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT)",
-  .tname = tname, .tables = 1, .keys = 200, .txns = 250,
-  /* One in 5 read-only; 60% writes (30 put, 15 update or copy, 15 delete), 20% point
-  ** reads, 20% ranges of up to 12 keys; one value in 10 of 2000..7999 bytes, else
-  ** 1..400. */
-  .readonly_one_in = 5,
-  .write_below = 60, .put_below = 30, .upd_below = 45, .get_below = 80, .range_width = 12,
-  .new_below = 0,
-  .big_table = -1, .big_one_in = 10, .big_bytes = 6000, .small_bytes = 400,
-  .held_one_in = 6,
-  .meta_one_in = 25,
-};
+static const cm_load load = CM_KV_LOAD("checker", 250);
 
 static void round_once(void) {
   cm_run r;

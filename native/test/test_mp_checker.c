@@ -21,19 +21,7 @@
 #define PROCS 4
 #define PER_PROC (CM_THREADS / PROCS)
 
-static const char *const tname[] = { "kv" };
-
-static const cm_load load = {
-  .dir = "mpchecker",
-  .schema = "CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT)",
-  .tname = tname, .tables = 1, .keys = 200, .txns = 500,
-  .readonly_one_in = 5,
-  .write_below = 60, .put_below = 30, .upd_below = 45, .get_below = 80, .range_width = 12,
-  .new_below = 0,
-  .big_table = -1, .big_one_in = 10, .big_bytes = 6000, .small_bytes = 400,
-  .held_one_in = 6,
-  .meta_one_in = 25,
-};
+static const cm_load load = CM_KV_LOAD("mpchecker", 500);
 
 static const char *self_exe;
 
