@@ -251,4 +251,21 @@ export const MUTANTS = [
     tests: ["test_engine_isolation"],
     why: "a connection that polls data_version keeps its cache after its own commit but not the pages it holds in the read set",
   },
+  // ---- mp.c -------------------------------------------------------------------------------
+  {
+    id: "mp-lazy-image-misread",
+    file: "processes/mp.c",
+    find: "  int rc = mw_log_read_image(db->log, at, buf);",
+    replace: "  int rc = mw_log_read_image(db->log, at + 8, buf);",
+    tests: ["test_mp_checker"],
+    why: "another process's page is read from the wrong place of the log when first used",
+  },
+  {
+    id: "mp-compacted-image-lost",
+    file: "processes/mp.c",
+    find: "  if (rc == SQLITE_NOTFOUND) rc = mw_db_read_file(db, pgno, buf, 0, db->page_size);",
+    replace: "  if (rc == SQLITE_NOTFOUND) { memset(buf, 0, (size_t)db->page_size); rc = SQLITE_OK; }",
+    tests: ["test_mp"],
+    why: "a lazy page whose record a compaction dropped from the log is not taken from the database file",
+  },
 ];

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "b20ca2a4a80e15e87df55ee63990e4918be7ef052d29e056d884230e435c2696",
-        "size": 1800584
+        "sha256": "f3f4fc3169aee94d0c342442b2b6b35cb89ec690ab5db797a7db6c2c76095ddd",
+        "size": 1803112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "59945ee1ec22f8f0a8946180edbe974259d19ea72a416a4868b978e9a2277864",
-        "size": 241744
+        "sha256": "a58dac4ccd1bdac67a7fe1f3fdc3352ba821d467a975ed3e5ff82dddfc80ba5c",
+        "size": 244256
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "3bedaa317383811d29b6678804049c3c93d5e2ba4b5b8a1038ea2e4d3fc3466a",
-        "size": 1743784
+        "sha256": "e005cf9b42fb948d86d8446db7b58a073982dfd26e8e95b823b1ca6e090ddfbf",
+        "size": 1745936
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "3f0d29d9f5f27ea4ef647ac45667cec018918cd0b6ccaa890f86adeb36440c4c",
-        "size": 234144
+        "sha256": "cad336d164142069e9eef418498c86bbe116cb997adc4ec5f9b4df045cee2ff4",
+        "size": 236312
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "0146b1dd21e8fe50b4bc8140f0f486a3d0e311451bc349b281d5079877785520",
-        "size": 1798584
+        "sha256": "1a98a08c8a98928d6229495802d22503a7b315da1fbe4c43e97e667cde509a8f",
+        "size": 1801112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6509518a4a1b43928fcf2795e492469fbbdd2ba0f01579c8d1e9ce47a4143df8",
-        "size": 241064
+        "sha256": "e4274931987ef21661c6d90af964c91f534ece711c2506eb07c35085a3084099",
+        "size": 243576
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "6731a24c54ddcc94bd068318d1546e6e00cdbacf82b8f4ff9167b93c28df5de8",
-        "size": 1742064
+        "sha256": "bd7744403cdbe7f533f307a703a4063179b84113c24276d7be57fb60492b65ec",
+        "size": 1744232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "9c1af08156eaed93ff7e6d89ec7ed5f8a6e11e781e42f71b0631c35971f6ad4f",
-        "size": 233632
+        "sha256": "6a1caca60d7a7eb2c6dbef4e188baf5df39658fd1da90d0aced12ac49fd0c23a",
+        "size": 235784
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "250582fe00c89bb23f607c7ea174fe805477432189a321f3402b08eb634e162b",
-        "size": 1755381
+        "sha256": "c3b8db7fdd508a2fd3cf5dfa9650c836c42aab9eadb6e69f886ce1dee4fc6d25",
+        "size": 1759713
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "f19d47d4d21fcdbc8cd8c5e89dca0652b01a1146d60247418b4b492cdc77cc12",
-        "size": 242168
+        "sha256": "08e3c4aa7f12915a29edc23ed4f20a837c8d26ebb7a0a345355442a1f8ae9c1b",
+        "size": 246500
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "f17160387d6c31ad20210f9798c0ce783dd63ef97e30e61c4569ba3b563263b3",
-        "size": 1831216
+        "sha256": "f9550f1bc2370950454712cc8d25289ec73612b1055eefcf6d769a8cee1d20b9",
+        "size": 1847872
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "81c998481661547171d1e0f90bf634623439f616bec81287b0dcf5ac179f7f1d",
-        "size": 277448
+        "sha256": "ae57f023bbc9cc85aa483ce975cc637f4cfd23f4be127ccd7adde5286dfef452",
+        "size": 277688
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "01ba559bf870dabb233aa0ba9e45ef11bbe9f572b22cdde972cfb06040e49a8c",
-        "size": 1667584
+        "sha256": "ee2dbaccfb5418b9c48866609950f66396a6f80befadd61bb1129db23f5e4ee1",
+        "size": 1670144
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "2a76fa2d93b082d86dc9bc2321e6f0f2f7da411f79f31c987109eec8304ee122",
-        "size": 170496
+        "sha256": "686b6298ce12c92b192637fc1663a15b6d6a255eeb382e771d5eba33303874d3",
+        "size": 172544
       }
     }
   }

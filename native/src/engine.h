@@ -47,7 +47,10 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr);
 /* ---------------------------------------------------------------- store */
 typedef struct mw_pver {
   uint64_t epoch;
-  unsigned char *img;          /* page_size bytes, owned by the chain */
+  unsigned char *img;          /* page_size bytes, owned by the chain; 0 while lazy */
+  uint64_t at;                 /* lazy (another process's record, mw_mp=1): the
+                                  image's logical offset in the log, read on first
+                                  use (mw_store_image); 0 once read */
 } mw_pver;
 
 typedef struct mw_chain {
@@ -64,9 +67,14 @@ typedef struct mw_stripe {
   char pad[64];
 } mw_stripe;
 
+/* Reads the image of a lazy version of page pgno at log offset `at` into buf. */
+typedef int (*mw_store_loader)(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf);
+
 typedef struct mw_store {
   int page_size;
   uint32_t base_cap;           /* cached file pages per stripe, at most */
+  mw_store_loader load;        /* for lazy versions (mw_store_install_lazy) */
+  void *load_ctx;
   mw_stripe stripe[MW_STRIPES];
 } mw_store;
 
@@ -96,7 +104,20 @@ int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned
 ** SQLITE_NOMEM when a copy cannot be made (the pages before it are installed). */
 int mw_store_install_record(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
                             const unsigned char *images, uint64_t prune);
-/* Copies bytes [off, off+amt) of the page as seen by the view; 1 when found. */
+/* Lazy versions (mw_mp=1): the pages of another process's record are installed as
+** their offsets in the log, and read from it only when somebody needs the image
+** (most are never read by this process: they are superseded or compacted first).
+** install_lazy is install_record with offsets instead of images (ats[i]: page
+** pgnos[i]); set_loader gives the function that reads them. */
+void mw_store_set_loader(mw_store *s, mw_store_loader load, void *ctx);
+int mw_store_install_lazy(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
+                          const uint64_t *ats, uint64_t prune);
+/* Under the page's stripe lock: the image of version v of chain c, read first if lazy;
+** 0 when that read failed (*pRc says why). */
+const unsigned char *mw_store_image(mw_store *s, const mw_chain *c, const mw_pver *v, int *pRc);
+/* Copies bytes [off, off+amt) of the page as seen by the view into buf: 1 when found,
+** 0 when the store has no version for the view, or a negative SQLite code (negated)
+** when a lazy version could not be read. */
 int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
                   void *buf, int off, int amt);
 /* Garbage collection: frees versions older than the newest one <= oldest, drops
@@ -320,6 +341,9 @@ void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);
 void mw_mp_durable(mw_db *db, uint64_t end);
 void mw_mp_mark_locked(mw_db *db, uint64_t before);
 void mw_mp_refresh(mw_db *db);
+/* The store's loader for the lazy versions of other processes' records (ctx: the
+** mw_db): from the log, or from the database file once a compaction dropped them. */
+int mw_mp_load_image(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf);
 /* Compaction while several processes are open (mp.c): begin takes the join lock (or
 ** SQLITE_BUSY: skip this round) and gives the lowest floor of the other live
 ** processes in *pLimit; compact_log switches the log to base under the publication

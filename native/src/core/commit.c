@@ -78,8 +78,10 @@ static int page1_check(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t 
     int rc = mw_db_read_file(db, 1, b + 28, 28, 64);
     if (rc != SQLITE_OK) return rc;
   }
-  const unsigned char *view = vv ? vv->img : b;
-  const unsigned char *newest = vn ? vn->img : b;
+  int rc = SQLITE_OK;
+  const unsigned char *view = vv ? mw_store_image(&db->store, c, vv, &rc) : b;
+  const unsigned char *newest = vn && view ? mw_store_image(&db->store, c, vn, &rc) : b;
+  if (view == 0 || newest == 0) return rc;
   *pView = mw_get32(view + 40);
   *pNewest = mw_get32(newest + 40);
   *pSize = mw_get32(newest + 28);
@@ -145,14 +147,20 @@ static int parse_routes(const unsigned char *p, int pgsz, route **out) {
 static int same_routes(mw_lane *l, const mw_chain *c, uint32_t pgno) {
   int pgsz = l->db->page_size;
   const mw_pver *vv = mw_chain_view(c, l->snap, l->own, l->nown);
-  const unsigned char *old = vv ? vv->img : 0;
-  if (old == 0) {
+  int rc = SQLITE_OK;
+  const unsigned char *old = 0;
+  if (vv) {
+    old = mw_store_image(&l->db->store, c, vv, &rc);
+    if (old == 0) return 0; /* unreadable: not the same (the commit is refused) */
+  } else {
     if (mw_db_read_file(l->db, pgno, l->pgbuf, 0, pgsz) != SQLITE_OK) return 0;
     old = l->pgbuf;
   }
+  const unsigned char *newest = mw_store_image(&l->db->store, c, &c->v[c->n - 1], &rc);
+  if (newest == 0) return 0;
   route *ro = 0, *rn = 0;
   int no = parse_routes(old, pgsz, &ro);
-  int nn = no < 0 ? -1 : parse_routes(c->v[c->n - 1].img, pgsz, &rn);
+  int nn = no < 0 ? -1 : parse_routes(newest, pgsz, &rn);
   int same = no > 0 && nn > 0;
   for (int i = 0; same && i < no; i++) {
     if (!mw_pageset_has(&l->rs, ro[i].child)) continue;
@@ -172,10 +180,15 @@ static int interior_type(unsigned char t) { return t == 0x02 || t == 0x05; }
 ** commit that navigated through an older version of it may have put cells under
 ** the wrong parent. Caller holds the page's stripe. */
 static int routes(mw_lane *l, const mw_chain *c, uint32_t pgno) {
-  const mw_pver *vn = &c->v[c->n - 1];
-  if (interior_type(vn->img[0])) return 1;
+  /* A version that cannot be read counts as routing: the commit is then refused. */
+  int rc = SQLITE_OK;
+  const unsigned char *newest = mw_store_image(&l->db->store, c, &c->v[c->n - 1], &rc);
+  if (newest == 0 || interior_type(newest[0])) return 1;
   const mw_pver *vv = mw_chain_view(c, l->snap, l->own, l->nown);
-  if (vv) return interior_type(vv->img[0]);
+  if (vv) {
+    const unsigned char *view = mw_store_image(&l->db->store, c, vv, &rc);
+    return view == 0 || interior_type(view[0]);
+  }
   unsigned char t = 0;
   if (mw_db_read_file(l->db, pgno, &t, 0, 1) != SQLITE_OK) return 1;
   return interior_type(t);

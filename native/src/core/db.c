@@ -163,6 +163,13 @@ static int needs_conversion(mw_db *db) {
   return db->data->pMethods->xRead(db->data, hdr, sizeof(hdr), 0) != SQLITE_OK ||
          memcmp(hdr, "SQLite format 3", 16) != 0 || hdr[18] != 2 || hdr[19] != 2;
 }
+/* Pages read from the file stay cached: 4096 (16 MiB of 4 KiB pages), 256 small.
+** With mw_mp=1 the other processes' pages come in lazily, read from the log (mp.c). */
+static int store_init(mw_db *db, int page_size) {
+  int rc = mw_store_init(&db->store, page_size, db->opts.small ? 256u : 4096u);
+  if (rc == SQLITE_OK && db->opts.mp) mw_store_set_loader(&db->store, mw_mp_load_image, db);
+  return rc;
+}
 
 static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
                    const mw_opts *o, mw_db **out, char **pzErr) {
@@ -265,8 +272,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     return SQLITE_NOTADB;
   }
   db->page_size = pgsz;
-  /* Pages read from the file stay cached: 4096 (16 MiB of 4 KiB pages), 256 small. */
-  mw_store_init(&db->store, pgsz, o->small ? 256u : 4096u);
+  store_init(db, pgsz);
   sqlite3_int64 fsize = 0;
   rc = db->data->pMethods->xFileSize(db->data, &fsize);
   if (rc != SQLITE_OK) {
@@ -523,7 +529,7 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
     if (rc == SQLITE_OK) {
       /* The file holds everything now: every version goes (nothing reads them). */
       mw_store_free(&db->store);
-      rc = mw_store_init(&db->store, newps, db->opts.small ? 256u : 4096u);
+      rc = store_init(db, newps);
     }
   }
   mw_mutex_lock(&db->mu);

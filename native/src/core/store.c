@@ -1,7 +1,9 @@
 /*
 ** store.c: the page store. Committed page versions (page, epoch) -> image, in
 ** per-page chains sorted by epoch, behind MW_STRIPES lock stripes (page mod N).
-** Readers copy bytes under the stripe lock; nothing else is global.
+** Readers copy bytes under the stripe lock; nothing else is global. A lazy version
+** (mw_mp=1: another process's page, known by its offset in the log) gets its image
+** on first use through the loader its owner set (db.c), under the stripe lock.
 **
 ** Owns: chains, images, the per-stripe hash tables, garbage collection.
 ** Never touches: files, SQLite, epochs' visibility (the caller passes the epochs).
@@ -134,8 +136,17 @@ static mw_pver *grow_versions_raw(mw_chain *c) {
   return nv;
 }
 
+static int install_version(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
+                           uint64_t at, uint64_t oldest);
+
 int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
                             uint64_t oldest) {
+  return install_version(s, pgno, epoch, img, 0, oldest);
+}
+
+/* img, or (img 0) a lazy version at log offset `at`. */
+static int install_version(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
+                           uint64_t at, uint64_t oldest) {
   mw_stripe *st = &s->stripe[mw_stripe_of(pgno)];
   mw_chain *c = mw_store_chain_locked(s, pgno);
   if (c == 0) {
@@ -167,6 +178,7 @@ int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned
   }
   c->v[c->n].epoch = epoch;
   c->v[c->n].img = img;
+  c->v[c->n].at = at;
   c->n++;
   return SQLITE_OK;
 }
@@ -191,11 +203,36 @@ void mw_store_cache_file_page(mw_store *s, uint32_t pgno, const void *img, uint6
       memmove(c->v + 1, c->v, c->n * sizeof(mw_pver));
       c->v[0].epoch = 0;
       c->v[0].img = copy;
+      c->v[0].at = 0;
       c->n++;
       st->nbase++;
     }
   }
   mw_store_unlock(s, stripe);
+}
+
+void mw_store_set_loader(mw_store *s, mw_store_loader load, void *ctx) {
+  s->load = load;
+  s->load_ctx = ctx;
+}
+
+const unsigned char *mw_store_image(mw_store *s, const mw_chain *c, const mw_pver *v, int *pRc) {
+  *pRc = SQLITE_OK;
+  if (v->img) return v->img;
+  unsigned char *img = malloc((size_t)s->page_size);
+  int rc = img == 0 ? SQLITE_NOMEM : s->load == 0 ? SQLITE_MISUSE : SQLITE_OK;
+  if (rc == SQLITE_OK) rc = s->load(s->load_ctx, c->pgno, v->at, img);
+  if (rc != SQLITE_OK) {
+    free(img);
+    *pRc = rc;
+    return 0;
+  }
+  /* The chain is the store's, and the caller holds its stripe: the version keeps the
+  ** image from now on. */
+  mw_pver *w = (mw_pver *)v;
+  w->img = img;
+  w->at = 0;
+  return img;
 }
 
 int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
@@ -207,8 +244,14 @@ int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own
   if (c) {
     const mw_pver *v = mw_chain_view(c, snap, own, nown);
     if (v) {
-      memcpy(buf, v->img + off, (size_t)amt);
-      found = 1;
+      int rc = SQLITE_OK;
+      const unsigned char *img = mw_store_image(s, c, v, &rc);
+      if (img) {
+        memcpy(buf, img + off, (size_t)amt);
+        found = 1;
+      } else {
+        found = -rc;
+      }
     }
   }
   mw_store_unlock(s, stripe);
@@ -272,9 +315,11 @@ int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **p
         out = no;
         cap = ncap;
       }
+      const unsigned char *src = mw_store_image(s, c, v, &rc);
+      if (src == 0) break;
       unsigned char *img = malloc((size_t)s->page_size);
       if (img == 0) { rc = SQLITE_NOMEM; break; }
-      memcpy(img, v->img, (size_t)s->page_size);
+      memcpy(img, src, (size_t)s->page_size);
       out[n].pgno = c->pgno;
       out[n].img = img;
       n++;
@@ -301,6 +346,18 @@ int mw_store_install_record(mw_store *s, uint64_t epoch, int npages, const uint3
     int stripe = mw_stripe_of(pgnos[i]);
     mw_store_lock(s, stripe);
     int rc = mw_store_install_locked(s, pgnos[i], epoch, img, prune);
+    mw_store_unlock(s, stripe);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+int mw_store_install_lazy(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
+                          const uint64_t *ats, uint64_t prune) {
+  for (int i = 0; i < npages; i++) {
+    int stripe = mw_stripe_of(pgnos[i]);
+    mw_store_lock(s, stripe);
+    int rc = install_version(s, pgnos[i], epoch, 0, ats[i], prune);
     mw_store_unlock(s, stripe);
     if (rc != SQLITE_OK) return rc;
   }

@@ -338,8 +338,9 @@ static int write_fresh(mw_log *log) {
 /* Buffers for reading records, grown to the largest record read. */
 typedef struct rec_reader {
   unsigned char *body;         /* the record's body as in the file */
-  unsigned char *images;       /* its page images, back to back */
+  unsigned char *images;       /* its page images, back to back (read_record) */
   uint32_t *pgnos;             /* its page numbers */
+  uint64_t *ats;               /* the logical offsets of its images (read_page_list) */
   uint64_t cap;                /* pages the buffers hold */
 } rec_reader;
 
@@ -347,14 +348,15 @@ static void rec_reader_free(rec_reader *r) {
   free(r->body);
   free(r->images);
   free(r->pgnos);
+  free(r->ats);
 }
 
-/* Reads the record at physical offset `phys` of fd, `room` bytes of which may belong
-** to records, expecting epoch `expect`; on SQLITE_OK, h holds its header, r its pages
-** and *pLen its length. SQLITE_DONE: no whole, valid record there (a torn or damaged
-** tail, or the end); any other code: the read or an allocation failed. */
-static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t room,
-                       uint64_t expect, unsigned char h[MW_REC_HDR_SIZE], uint64_t *pLen) {
+/* Reads the header (into h) and the body (into r->body) of the record at physical
+** offset `phys` of fd, `room` bytes of which may belong to records, expecting epoch
+** `expect`; *pN receives its page count. SQLITE_DONE: no record there (a torn or
+** damaged tail, or the end); any other code: the read or an allocation failed. */
+static int read_body(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t room,
+                     uint64_t expect, unsigned char h[MW_REC_HDR_SIZE], uint32_t *pN) {
   const uint64_t per_page = 4u + (uint64_t)log->page_size;
   if (room < MW_REC_HDR_SIZE) return SQLITE_DONE;
   int rc = mw_file_pread(fd, h, MW_REC_HDR_SIZE, phys, 0);
@@ -364,7 +366,6 @@ static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint
       get32(h + MW_REC_ZERO) != 0 || npages > (room - MW_REC_HDR_SIZE) / per_page) {
     return SQLITE_DONE;
   }
-  uint64_t blen = (uint64_t)npages * per_page;
   if (npages > r->cap) {
     uint64_t ncap = npages < 16 ? 16 : npages;
     unsigned char *nb = realloc(r->body, (size_t)(ncap * per_page));
@@ -373,13 +374,29 @@ static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint
     if (ni) r->images = ni;
     uint32_t *np = realloc(r->pgnos, (size_t)ncap * sizeof(uint32_t));
     if (np) r->pgnos = np;
-    if (!nb || !ni || !np) return SQLITE_NOMEM;
+    uint64_t *na = realloc(r->ats, (size_t)ncap * sizeof(uint64_t));
+    if (na) r->ats = na;
+    if (!nb || !ni || !np || !na) return SQLITE_NOMEM;
     r->cap = ncap;
   }
+  uint64_t blen = (uint64_t)npages * per_page;
   if (blen) {
     rc = mw_file_pread(fd, r->body, (size_t)blen, phys + MW_REC_HDR_SIZE, 0);
     if (rc != SQLITE_OK) return rc;
   }
+  *pN = npages;
+  return SQLITE_OK;
+}
+
+/* Reads the record at physical offset `phys` (see read_body) and checks it; on
+** SQLITE_OK, h holds its header, r its pages and *pLen its length. */
+static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t room,
+                       uint64_t expect, unsigned char h[MW_REC_HDR_SIZE], uint64_t *pLen) {
+  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  uint32_t npages = 0;
+  int rc = read_body(log, fd, r, phys, room, expect, h, &npages);
+  if (rc != SQLITE_OK) return rc;
+  uint64_t blen = (uint64_t)npages * per_page;
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), r->body, (size_t)blen);
   if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;
   for (uint32_t i = 0; i < npages; i++) {
@@ -391,13 +408,31 @@ static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint
   return SQLITE_OK;
 }
 
+/* The page list of the published record at logical offset `off` (physical `phys`):
+** its page numbers into r->pgnos and the logical offsets of its images into r->ats,
+** without copying the images or checking the checksum (mw_log_follow). */
+static int read_page_list(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t off,
+                          uint64_t room, uint64_t expect, unsigned char h[MW_REC_HDR_SIZE],
+                          uint64_t *pLen) {
+  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  uint32_t npages = 0;
+  int rc = read_body(log, fd, r, phys, room, expect, h, &npages);
+  if (rc != SQLITE_OK) return rc;
+  for (uint32_t i = 0; i < npages; i++) {
+    r->pgnos[i] = get32(r->body + (uint64_t)i * per_page);
+    r->ats[i] = off + MW_REC_HDR_SIZE + (uint64_t)i * per_page + 4;
+  }
+  *pLen = MW_REC_HDR_SIZE + (uint64_t)npages * per_page;
+  return SQLITE_OK;
+}
+
 /* Replays the records after the header; returns the logical end of the last valid one
 ** in *pEnd. */
 static int scan_records(mw_log *log, uint64_t size, mw_log_replay_fn replay, void *ctx,
                         uint64_t *pEnd) {
   uint64_t off = MW_LOG_HDR_SIZE;
   uint64_t expect = log->base + 1;
-  rec_reader r = { 0, 0, 0, 0 };
+  rec_reader r = { 0, 0, 0, 0, 0 };
   int rc;
   for (;;) {
     unsigned char h[MW_REC_HDR_SIZE];
@@ -1092,22 +1127,21 @@ int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_switch_hook hook, v
   return rc;
 }
 
-int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx) {
+int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx) {
   mw_mutex_lock(&log->mu);
   int rc = log->error;
   uint64_t off = log->assigned_end, shift = log->shift, expect = log->last_epoch + 1;
   mw_fd fd = log->fd;
   mw_mutex_unlock(&log->mu);
-  rec_reader r = { 0, 0, 0, 0 };
+  rec_reader r = { 0, 0, 0, 0, 0 };
   while (rc == SQLITE_OK && off < end) {
     unsigned char h[MW_REC_HDR_SIZE];
     uint64_t len = 0;
-    rc = read_record(log, fd, &r, off - shift, end - off, expect, h, &len);
+    rc = read_page_list(log, fd, &r, off - shift, off, end - off, expect, h, &len);
     /* Published records are whole: one that is not means the log was damaged. */
     if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT;
     if (rc != SQLITE_OK) break;
-    rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)get32(h + MW_REC_NPAGES), r.pgnos,
-                r.images);
+    rc = fn(ctx, expect, get32(h + MW_REC_DBPAGES), (int)get32(h + MW_REC_NPAGES), r.pgnos, r.ats);
     if (rc != SQLITE_OK) break;
     mw_mutex_lock(&log->mu);
     rc = ensure_idx(log, 1);
@@ -1119,7 +1153,7 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx)
       log->assigned_end = off + len;
       if (log->written_end < log->assigned_end) log->written_end = log->assigned_end;
     } else {
-      /* The record was replayed: without its entry the log no longer matches. */
+      /* The record was applied: without its entry the log no longer matches. */
       set_error(log, rc);
     }
     mw_mutex_unlock(&log->mu);
@@ -1128,6 +1162,24 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx)
   }
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
   rec_reader_free(&r);
+  return rc;
+}
+
+int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf) {
+  mw_mutex_lock(&log->mu);
+  /* Not while a switch replaces the file (the old descriptor is closed meanwhile);
+  ** the read holds the mutex, so the file cannot change under it. */
+  while (log->switching) mw_cond_wait(&log->cv, &log->mu);
+  int rc = log->error;
+  if (rc == SQLITE_OK) {
+    if (at < log->shift + MW_LOG_HDR_SIZE) {
+      rc = SQLITE_NOTFOUND;
+    } else {
+      rc = mw_file_pread(log->fd, buf, (size_t)log->page_size, at - log->shift, 0);
+      if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+    }
+  }
+  mw_mutex_unlock(&log->mu);
   return rc;
 }
 

@@ -149,11 +149,21 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift);
 /* The base epoch of the file in use (the database file holds the state at it). */
 uint64_t mw_log_base(mw_log *log);
 
-/* Multi-process mode: reads, replays and takes as assigned and written the records
-** that other processes appended after this log's end, up to the logical offset `end`
-** (complete records, published by their writers). Caller serialises it with its own
-** assignments (mp.c). SQLITE_CORRUPT when the records do not end exactly at `end`. */
-int mw_log_follow(mw_log *log, uint64_t end, mw_log_replay_fn replay, void *ctx);
+/* A record of another process (mw_log_follow): its page numbers and, for each, the
+** logical offset of its image in the log (mw_log_read_image reads it when needed). */
+typedef int (*mw_log_follow_fn)(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+                                const uint32_t *pgnos, const uint64_t *ats);
+/* Multi-process mode: reads the page lists of the records that other processes
+** appended after this log's end, up to the logical offset `end` (complete records,
+** published by their writers: their checksums are not verified again, recovery does),
+** passes each to fn and takes it as assigned and written. Caller serialises it with
+** its own assignments (mp.c). SQLITE_CORRUPT when the records do not end exactly at
+** `end`. */
+int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx);
+/* Reads one page image at logical offset `at` (given by mw_log_follow) into buf.
+** SQLITE_NOTFOUND when the file in use no longer holds it: a compaction dropped the
+** records before its base, and the database file holds that page as of then. */
+int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf);
 /* Multi-process mode, for the holder of the publication lock only (nobody writes past
 ** the assigned end meanwhile): when less than half a step of zeroed room is left past
 ** the assigned end, adds a step (zeros, synced, as a single-process log grows) so that

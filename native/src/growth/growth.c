@@ -25,9 +25,12 @@
 int mw_growth_candidate(mw_lane *l, uint32_t pgno, const unsigned char *ours,
                         const mw_chain *c) {
   if (pgno == 1 || pgno > l->snap_size) return 1;
-  /* Interior table page on both sides: the merge decides. */
-  return ours[0] == MW_BTREE_INTERIOR_TABLE && c && c->n &&
-         c->v[c->n - 1].img[0] == MW_BTREE_INTERIOR_TABLE;
+  /* Interior table page on both sides: the merge decides (not when the newest version
+  ** cannot be read: the commit is then refused as any conflict). */
+  if (ours[0] != MW_BTREE_INTERIOR_TABLE || c == 0 || c->n == 0) return 0;
+  int rc = SQLITE_OK;
+  const unsigned char *newest = mw_store_image(&l->db->store, c, &c->v[c->n - 1], &rc);
+  return newest && newest[0] == MW_BTREE_INTERIOR_TABLE;
 }
 
 typedef struct wrote_ctx {
@@ -55,7 +58,10 @@ static int wrote(void *ctx, int side, uint32_t pgno) {
 static const unsigned char *snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf, int *rc) {
   mw_chain *c = mw_store_chain_locked(&l->db->store, pgno);
   const mw_pver *v = c ? mw_chain_view(c, l->snap, l->own, l->nown) : 0;
-  if (v) return v->img;
+  if (v) {
+    const unsigned char *img = mw_store_image(&l->db->store, c, v, rc);
+    return img ? img : buf;
+  }
   *rc = mw_db_read_file(l->db, pgno, buf, 0, l->db->page_size);
   return buf;
 }
@@ -95,8 +101,11 @@ int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
   const unsigned char *snap1 = snap_page(l, 1, buf1, &rc);
   if (rc != SQLITE_OK) goto done;
   mw_chain *c1 = mw_store_chain_locked(&db->store, 1);
-  const unsigned char *cur1 = (c1 && c1->n) ? c1->v[c1->n - 1].img : 0;
-  if (cur1 == 0) {
+  const unsigned char *cur1 = 0;
+  if (c1 && c1->n) {
+    cur1 = mw_store_image(&db->store, c1, &c1->v[c1->n - 1], &rc);
+    if (cur1 == 0) goto done;
+  } else {
     rc = mw_db_read_file(db, 1, bufn, 0, (int)pgsz);
     if (rc != SQLITE_OK) goto done;
     cur1 = bufn;
@@ -135,7 +144,9 @@ int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
     if (k < 0 || c == 0 || c->n == 0) { rc = SQLITE_BUSY_SNAPSHOT; goto done; }
     const unsigned char *base = snap_page(l, p, bufb, &rc);
     if (rc != SQLITE_OK) goto done;
-    mw_merge_result mr = mw_merge_interior_table(base, img[k], c->v[c->n - 1].img, p, pgsz,
+    const unsigned char *theirs = mw_store_image(&db->store, c, &c->v[c->n - 1], &rc);
+    if (theirs == 0) goto done;
+    mw_merge_result mr = mw_merge_interior_table(base, img[k], theirs, p, pgsz,
                                                  a.usable_size, wrote, &wc, out, scratch, mscr);
     if (mr != MW_MERGE_OK) {
       l->stats[MW_STAT_MERGE_REFUSED]++;

@@ -12,7 +12,8 @@
 **     record written). fcntl locks belong to the process: an in-process mutex goes
 **     with each (join_mu, pub_mu).
 ** A commit takes the publication lock, applies the records the others appended since
-** this process's log end (catch-up: installed in the store with their epochs, visible
+** this process's log end (catch-up: their page lists installed in the store with their
+** epochs as lazy versions, whose images are read from the log on first use; visible
 ** once durable), is validated and written as in one process, publishes its end and
 ** releases the lock, then syncs. A snapshot applies the published records first
 ** (without the lock: published records are complete and never change).
@@ -204,14 +205,17 @@ typedef struct follow_ctx {
 } follow_ctx;
 
 /* One record of another process: its pages into the store (invisible: epoch above
-** visible), then its place in the ring, ready once durable. */
+** visible), lazily: as their offsets in the log, read only when needed (with many
+** processes, reading every page of every other process's record, most of them never
+** used here, was most of a commit's time under the publication lock); then its
+** place in the ring, ready once durable. */
 static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
-                         const uint32_t *pgnos, const unsigned char *images) {
+                         const uint32_t *pgnos, const uint64_t *ats) {
   follow_ctx *f = ctx;
   mw_db *db = f->db;
   uint64_t end = f->off + mw_log_record_size(db->log, npages);
   uint64_t oldest = __atomic_load_n(&db->oldest, __ATOMIC_ACQUIRE);
-  int irc = mw_store_install_record(&db->store, epoch, npages, pgnos, images, oldest);
+  int irc = mw_store_install_lazy(&db->store, epoch, npages, pgnos, ats, oldest);
   if (irc != SQLITE_OK) return irc;
   mw_mutex_lock(&db->mu);
   while (!db->broken && db->assigned - db->visible >= MW_RING - 1) {
@@ -242,6 +246,19 @@ static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
   }
   mw_mutex_unlock(&db->mu);
   f->off = end;
+  return rc;
+}
+
+/* A lazy version's image. A record that a compaction dropped from the log (the file
+** in use starts after it) is at or below the compacted epoch, and the version is then
+** what the database file holds: a snapshot only reads a version when none newer is
+** at or below it, and every snapshot is at or above the compacted epoch (compaction
+** stops at the lowest floor), so no newer version of the page was compacted either;
+** a compaction under way only writes that same image or pages of newer versions. */
+int mw_mp_load_image(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf) {
+  mw_db *db = ctx;
+  int rc = mw_log_read_image(db->log, at, buf);
+  if (rc == SQLITE_NOTFOUND) rc = mw_db_read_file(db, pgno, buf, 0, db->page_size);
   return rc;
 }
 
@@ -736,5 +753,9 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) { (void)db; (void)base; return S
 void mw_mp_compact_end(mw_db *db) { (void)db; }
 void mw_mp_floor(mw_db *db, uint64_t oldest) { (void)db; (void)oldest; }
 void mw_mp_tick(mw_db *db) { (void)db; }
+int mw_mp_load_image(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf) {
+  (void)ctx; (void)pgno; (void)at; (void)buf;
+  return SQLITE_MISUSE;
+}
 
 #endif

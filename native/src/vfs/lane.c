@@ -182,11 +182,19 @@ static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
     if (pgno > size) {
       memset(out, 0, (size_t)n);
       short_read = 1;
-    } else if (!mw_store_read(&db->store, pgno, snap, l->in_snap ? l->own : 0,
-                              l->in_snap ? l->nown : 0, out, po, n)) {
-      rc = mw_db_read_file(db, pgno, out, po, n);
-      /* Keep whole pages for the next transactions (they all start cold). */
-      if (rc == SQLITE_OK && po == 0 && n == pgsz) mw_store_cache_file_page(&db->store, pgno, out, snap);
+    } else {
+      int found = mw_store_read(&db->store, pgno, snap, l->in_snap ? l->own : 0,
+                                l->in_snap ? l->nown : 0, out, po, n);
+      if (found < 0) {
+        /* A lazy version could not be read (mw_mp=1): an I/O error for SQLite. */
+        rc = -found == SQLITE_NOMEM ? SQLITE_IOERR_NOMEM
+           : (-found & 0xff) == SQLITE_IOERR ? -found : SQLITE_IOERR_READ;
+      } else if (!found) {
+        rc = mw_db_read_file(db, pgno, out, po, n);
+        /* Keep whole pages for the next transactions (they all start cold). */
+        if (rc == SQLITE_OK && po == 0 && n == pgsz)
+          mw_store_cache_file_page(&db->store, pgno, out, snap);
+      }
     }
     if (l->in_snap && pgno != 1) mw_pageset_add(&l->rs, pgno);
     if (l->in_snap) l->touched = 1;
