@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "f3f4fc3169aee94d0c342442b2b6b35cb89ec690ab5db797a7db6c2c76095ddd",
-        "size": 1803112
+        "sha256": "4664f7925ad764cc2fb1864d82584474d755294b8c85b8696df3a0f7c9fd6324",
+        "size": 1803144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "a58dac4ccd1bdac67a7fe1f3fdc3352ba821d467a975ed3e5ff82dddfc80ba5c",
-        "size": 244256
+        "sha256": "f8d6f34d6f415232223e0e8770095cca652c586c7e0f3a19fb76234ab7428155",
+        "size": 244224
       }
     },
     "linux-arm64-gnu": {
@@ -31,13 +31,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "e005cf9b42fb948d86d8446db7b58a073982dfd26e8e95b823b1ca6e090ddfbf",
-        "size": 1745936
+        "sha256": "709ca43909a9f615227d9fcbd5756d4a49921683d5e3fcaa25a05e434dbdc7a1",
+        "size": 1746000
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "cad336d164142069e9eef418498c86bbe116cb997adc4ec5f9b4df045cee2ff4",
+        "sha256": "7a19e0ef3994ef231a372c566572c5a30ff619f9407491fced20b151e1405fc5",
         "size": 236312
       }
     },
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "1a98a08c8a98928d6229495802d22503a7b315da1fbe4c43e97e667cde509a8f",
-        "size": 1801112
+        "sha256": "bfc7b73b6c47a27f4ebfd959b751654525c749615f027dcd6a0614a5f28d0803",
+        "size": 1801144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "e4274931987ef21661c6d90af964c91f534ece711c2506eb07c35085a3084099",
-        "size": 243576
+        "sha256": "1575392b400ae4c3f9425aae9f10019ebf4fb99949ec43a6646d39dcb67a83b2",
+        "size": 243544
       }
     },
     "linux-arm64-musl": {
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "bd7744403cdbe7f533f307a703a4063179b84113c24276d7be57fb60492b65ec",
-        "size": 1744232
+        "sha256": "c802e22b2a02cc9dc17993c9014afb52f1c767baf63dbe4c237245124a72a9b6",
+        "size": 1744280
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "6a1caca60d7a7eb2c6dbef4e188baf5df39658fd1da90d0aced12ac49fd0c23a",
+        "sha256": "9078e7e36e1ddb3164c4b0c89a05e525537ed778abb9ee169b33eef0fdb8888b",
         "size": 235784
       }
     },
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "c3b8db7fdd508a2fd3cf5dfa9650c836c42aab9eadb6e69f886ce1dee4fc6d25",
-        "size": 1759713
+        "sha256": "d84bff99b33564e1adc04b9e3d0f56f9dcdbeeb1d170ba6a6ed06e038fefc64a",
+        "size": 1759744
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "08e3c4aa7f12915a29edc23ed4f20a837c8d26ebb7a0a345355442a1f8ae9c1b",
-        "size": 246500
+        "sha256": "e091387e1ebf7b76998277c45162a4c57a37a40bc62064681cda75a778228484",
+        "size": 246531
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "f9550f1bc2370950454712cc8d25289ec73612b1055eefcf6d769a8cee1d20b9",
-        "size": 1847872
+        "sha256": "7f7379ea13cebbc718d2c596f86923ffebefa3eae76b304675ad10e91a7340d5",
+        "size": 1847904
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "ae57f023bbc9cc85aa483ce975cc637f4cfd23f4be127ccd7adde5286dfef452",
-        "size": 277688
+        "sha256": "9e11b040f27f07e7d9c7f336c2925dfac626580bd4096f4101db746a04c8e780",
+        "size": 277704
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "ee2dbaccfb5418b9c48866609950f66396a6f80befadd61bb1129db23f5e4ee1",
+        "sha256": "57131b041a34f1dbc9af7d61f1269099ca4287d15a81bd3f4a9c9d3f2fc5a8f0",
         "size": 1670144
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "686b6298ce12c92b192637fc1663a15b6d6a255eeb382e771d5eba33303874d3",
+        "sha256": "bd0b16d9318f8874705644389e73791d5f0b2811a2d85a291e69b332919c7bd4",
         "size": 172544
       }
     }

@@ -215,15 +215,20 @@ static sqlite3_file *real_of(mw_file *p) {
   return (sqlite3_file *)((char *)p + ((sizeof(mw_file) + 15) & ~(size_t)15));
 }
 
-/* "<db>-wal" of an open engine database? */
+/* "<db>-wal" of an open engine database? The database name is cut on the stack (libc's
+** heap past 1 KiB): not from SQLite's allocator, whose failures (a heap limit, the
+** test suite's fault injection) would otherwise turn into a wrong answer here. */
 static int is_engine_wal(const char *zName) {
   if (zName == 0) return 0;
   size_t n = strlen(zName);
   if (n < 5 || strcmp(zName + n - 4, "-wal") != 0) return 0;
-  char *db = sqlite3_mprintf("%.*s", (int)(n - 4), zName);
+  char local[1024];
+  char *db = n - 4 < sizeof(local) ? local : malloc(n - 3);
   if (db == 0) return 0;
+  memcpy(db, zName, n - 4);
+  db[n - 4] = 0;
   int yes = mw_db_is_open(db);
-  sqlite3_free(db);
+  if (db != local) free(db);
   return yes;
 }
 
