@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "4664f7925ad764cc2fb1864d82584474d755294b8c85b8696df3a0f7c9fd6324",
-        "size": 1803144
+        "sha256": "7822566d6438ef6e6f8e99599ef76d8b8ce3d381d94fcd3b407bd7147e5e5fe4",
+        "size": 1803384
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "f8d6f34d6f415232223e0e8770095cca652c586c7e0f3a19fb76234ab7428155",
-        "size": 244224
+        "sha256": "a84e73719c3ab0053899853c78349f7cd0633737b10b5097dc089df0d42a4a9a",
+        "size": 244464
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "709ca43909a9f615227d9fcbd5756d4a49921683d5e3fcaa25a05e434dbdc7a1",
-        "size": 1746000
+        "sha256": "c9e41bc295a4617f8688fe46a3f0c6d9808bc37c263fefa330c356069b16e3a0",
+        "size": 1746320
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "7a19e0ef3994ef231a372c566572c5a30ff619f9407491fced20b151e1405fc5",
-        "size": 236312
+        "sha256": "ef363652553229fcbb9c28c7b2c778a854afaeb7a6f594463e735d99439f5a27",
+        "size": 236632
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "bfc7b73b6c47a27f4ebfd959b751654525c749615f027dcd6a0614a5f28d0803",
-        "size": 1801144
+        "sha256": "40ec337ab2b1d038b85cf329935097b093bb6820f1fba0d03c418aa39ccd5a4e",
+        "size": 1801384
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "1575392b400ae4c3f9425aae9f10019ebf4fb99949ec43a6646d39dcb67a83b2",
-        "size": 243544
+        "sha256": "97d54db8cc623a4a6e87c468e8b09c88340d933100149049c023193cb5bded79",
+        "size": 243784
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "c802e22b2a02cc9dc17993c9014afb52f1c767baf63dbe4c237245124a72a9b6",
-        "size": 1744280
+        "sha256": "d458fa40df15170d7ec6b0fcc0fda4a5fe10ebe4e52e3d2eeab73373c181a414",
+        "size": 1744600
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "9078e7e36e1ddb3164c4b0c89a05e525537ed778abb9ee169b33eef0fdb8888b",
-        "size": 235784
+        "sha256": "6c42ea8c6a1dd898ea95018e4639316125fb6571b23750255b85c96311e9db67",
+        "size": 236120
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "d84bff99b33564e1adc04b9e3d0f56f9dcdbeeb1d170ba6a6ed06e038fefc64a",
-        "size": 1759744
+        "sha256": "46350e5a68df8b8f4bd236b533454105f2e71739c43d60a2d4c56a59d6b27fdd",
+        "size": 1759775
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "e091387e1ebf7b76998277c45162a4c57a37a40bc62064681cda75a778228484",
-        "size": 246531
+        "sha256": "f252fb3440b0b9b8492a0cd01d45eccefc2df6fe26793dae1074ff85a74b3553",
+        "size": 246562
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "7f7379ea13cebbc718d2c596f86923ffebefa3eae76b304675ad10e91a7340d5",
-        "size": 1847904
+        "sha256": "c90a6383dd5f8fee65674401a516ab3620d636b70f83e2739a460647dc0e79ab",
+        "size": 1847936
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "9e11b040f27f07e7d9c7f336c2925dfac626580bd4096f4101db746a04c8e780",
-        "size": 277704
+        "sha256": "877a20b0f0c70dd54f1863f0b1c5b78867cb6302b7f8da4718938881fdaf8607",
+        "size": 277736
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "57131b041a34f1dbc9af7d61f1269099ca4287d15a81bd3f4a9c9d3f2fc5a8f0",
+        "sha256": "f053dd3dc68cc99279b5fc0dfee36f9f5896b0272f01c51bf06e9921a4aa1a1d",
         "size": 1670144
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "bd0b16d9318f8874705644389e73791d5f0b2811a2d85a291e69b332919c7bd4",
+        "sha256": "76ce829861fa46f06dc29143a59a9ce87c31a375c6ea568327f7b4e0bb384a1b",
         "size": 172544
       }
     }

@@ -1011,7 +1011,8 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
 ** a hook (mw_mp=1), it runs right before the rename with the new shift, and writes and
 ** syncs stop for phase 2; without one (and not shared), switch_mirrored does the rest
 ** and stops nothing. */
-static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *hctx) {
+static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_log_switch_hook hook,
+                      void *hctx) {
   /* The first record to keep: the one of epoch base + 1 (or the end). */
   size_t keep = 0;
   while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
@@ -1058,9 +1059,11 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void 
   if (!hook && !log->shared) return switch_mirrored(log, base, keep, new_shift, alloc1, w1, tfd, buf, rc);
 
   /* Multi-process mode (the hook): other processes write this log through their own
-  ** descriptors, so the copy cannot follow their writes. Phase 2: stop writes, syncs
-  ** and growth, wait for those in flight; assignment, staging and reservations that
-  ** fit go on (they only need logical offsets). */
+  ** descriptors, so the copy cannot follow their writes: they are stopped (enter) for
+  ** phase 2 only. Phase 2: stop writes, syncs and growth, wait for those in flight;
+  ** assignment, staging and reservations that fit go on (they only need logical
+  ** offsets). */
+  if (rc == SQLITE_OK && enter) rc = enter(hctx);
   mw_mutex_lock(&log->mu);
   log->switching = 1;
   while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
@@ -1112,15 +1115,16 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_switch_hook hook, void 
 }
 
 int mw_log_compacted(mw_log *log, uint64_t base) {
-  return mw_log_compacted_hook(log, base, 0, 0);
+  return mw_log_compacted_hook(log, base, 0, 0, 0);
 }
 
-int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *ctx) {
+int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_enter_hook enter,
+                          mw_log_switch_hook hook, void *ctx) {
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   int rc = log->error;
   if (rc == SQLITE_OK && base > log->base) {
-    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base, hook, ctx);
+    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base, enter, hook, ctx);
   }
   mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);

@@ -136,10 +136,15 @@ int mw_log_wait_written(mw_log *log, uint64_t end_offset);
 ** base is past the last assigned epoch; a base at or below the current one is a no-op.
 ** One compaction at a time (callers are serialised). */
 int mw_log_compacted(mw_log *log, uint64_t base);
-/* The same, calling hook(ctx, new_shift, base) right before the new file is renamed
-** over the old one (mw_mp=1 announces the switch to the other processes there). */
+/* The same for mw_mp=1: enter(ctx) runs after the first copy (the records written so
+** far, copied while commits go on) and before the rest is copied (mp.c takes the
+** publication lock there: no other process appends until the switch is done; an error
+** gives the switch up); hook(ctx, new_shift, base) right before the new file is renamed
+** over the old one (mp.c announces the switch to the other processes there). */
+typedef int (*mw_log_enter_hook)(void *ctx);
 typedef void (*mw_log_switch_hook)(void *ctx, uint64_t new_shift, uint64_t base);
-int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_switch_hook hook, void *ctx);
+int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_enter_hook enter,
+                          mw_log_switch_hook hook, void *ctx);
 /* Multi-process mode: another process switched the log (a compaction): opens the file
 ** now at the name, whose logical offsets are `shift` + physical, and goes on with it
 ** (writes and syncs pause meanwhile; the caller serialises it with mw_log_follow and

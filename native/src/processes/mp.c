@@ -23,7 +23,8 @@
 ** "Compaction"): one compactor at a time (join lock), up to T = the lowest floor that
 ** the live processes publish in their slots (their oldest snapshot, at most what they
 ** applied: every process ticks, so that an idle one's floor advances too); the log
-** switch runs under the publication lock and is announced by a generation number
+** switch copies the records written so far while commits go on, then the rest under
+** the publication lock (compact_enter), and is announced by a generation number
 ** (odd while a rename is under way), after which each process opens the new file
 ** before it reads or writes past its end, and learns the compacted epoch (its
 ** garbage collection). The last to close compacts everything and removes both files.
@@ -86,6 +87,7 @@ struct mw_mp {
   int joined;                  /* between joined and leave: the compactor may try */
   uint64_t gen;                /* log_gen of the file db->log is on (catch_mu) */
   mw_mutex join_mu, pub_mu, catch_mu;
+  int switch_locked;           /* mw_mp_compact_log holds the publication lock */
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -498,8 +500,27 @@ int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) {
   return rc;
 }
 
+/* After the first copy of a switch (mw_log_compacted_hook): the publication lock, and
+** every record published meanwhile applied, so that the rest of the copy has them all
+** and nothing is appended until the new file is in place. The join lock keeps other
+** compactors out, so the log cannot have been switched since; if it was anyway, the
+** switch is given up (the first copy came from the old file). */
+static int compact_enter(void *ctx) {
+  mw_db *db = ctx;
+  mw_mp *m = db->mp;
+  int rc = pub_lock(m);
+  if (rc != SQLITE_OK) return rc;
+  m->switch_locked = 1;
+  mw_mutex_lock(&m->catch_mu);
+  uint64_t was = m->gen;
+  rc = follow_switch(db);
+  if (rc == SQLITE_OK && m->gen != was) rc = SQLITE_BUSY;
+  if (rc == SQLITE_OK) rc = catch_up_locked(db);
+  return rc;
+}
+
 static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base) {
-  mw_mp *m = ctx;
+  mw_mp *m = ((mw_db *)ctx)->mp;
   m->hdr->next_shift = new_shift;
   m->hdr->next_base = base;
   /* Odd: from here until the end of the switch, the name may hold either file. */
@@ -510,14 +531,13 @@ static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base) {
 
 int mw_mp_compact_log(mw_db *db, uint64_t base) {
   mw_mp *m = db->mp;
-  /* Under the publication lock: no record is appended meanwhile, so the new file has
-  ** every published record after base (this process applied them all first). */
-  int rc = pub_lock(m);
-  if (rc != SQLITE_OK) return rc;
-  mw_mutex_lock(&m->catch_mu);
-  rc = follow_switch(db);
-  if (rc == SQLITE_OK) rc = catch_up_locked(db);
-  if (rc == SQLITE_OK) rc = mw_log_compacted_hook(db->log, base, switch_hook, m);
+  /* The records to keep are copied while the processes go on committing; the
+  ** publication lock is held only for the rest of the copy and the rename
+  ** (compact_enter): with the lock around the whole switch, every commit of every
+  ** process waited for it (tens of milliseconds at every compaction). */
+  m->switch_locked = 0;
+  int rc = mw_log_compacted_hook(db->log, base, compact_enter, switch_hook, db);
+  if (!m->switch_locked) return rc; /* given up before the lock (or nothing to switch) */
   if (rc == SQLITE_OK) mw_crash_point("compact_switched"); /* renamed, not yet published */
   uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
   if (g & 1) {
@@ -532,6 +552,7 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
     __atomic_store_n(&m->hdr->log_gen, g + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&m->gen, g + 1, __ATOMIC_RELAXED);
   }
+  m->switch_locked = 0;
   mw_mutex_unlock(&m->catch_mu);
   (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
   mw_mutex_unlock(&m->pub_mu);
