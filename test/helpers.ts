@@ -22,3 +22,20 @@ export function tempDir(): string {
 afterAll(() => {
   for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+
+/** Runs one job in a new Worker of the fixture `script` (under test/fixtures/) and
+ * resolves with the Worker's first message; the Worker is ended either way. */
+export function runWorker<T>(script: string, job: object): Promise<T> {
+  const worker = new Worker(new URL(`./fixtures/${script}`, import.meta.url).href, { type: "module" });
+  return new Promise<T>((resolve, reject) => {
+    worker.onmessage = (ev: MessageEvent<T>) => {
+      worker.terminate();
+      resolve(ev.data);
+    };
+    worker.onerror = (ev: ErrorEvent) => {
+      worker.terminate();
+      reject(new Error(`worker failed: ${ev.message}`));
+    };
+    worker.postMessage(job);
+  });
+}

@@ -4,27 +4,12 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Database, SQLiteError } from "../lib/mod.ts";
-import { tempDir } from "./helpers.ts";
+import { runWorker, tempDir } from "./helpers.ts";
 
 interface Result {
   id: number;
   failures: string[];
   error?: string;
-}
-
-function runWorker(job: object): Promise<Result> {
-  const worker = new Worker(new URL("./fixtures/plain-worker.ts", import.meta.url).href, { type: "module" });
-  return new Promise<Result>((resolve, reject) => {
-    worker.onmessage = (ev: MessageEvent<Result>) => {
-      worker.terminate();
-      resolve(ev.data);
-    };
-    worker.onerror = (ev: ErrorEvent) => {
-      worker.terminate();
-      reject(new Error(`worker failed: ${ev.message}`));
-    };
-    worker.postMessage(job);
-  });
 }
 
 describe("plain statements under concurrency", () => {
@@ -37,7 +22,7 @@ describe("plain statements under concurrency", () => {
     db.exec("CREATE TABLE counter(id INTEGER PRIMARY KEY, v INTEGER NOT NULL)");
     db.exec("INSERT INTO counter VALUES (1, 0), (2, 0)");
     const results = await Promise.all(
-      Array.from({ length: workers }, (_, id) => runWorker({ path, id, rounds })),
+      Array.from({ length: workers }, (_, id) => runWorker<Result>("plain-worker.ts", { path, id, rounds })),
     );
     for (const r of results) {
       expect(r.error ?? "", `worker ${r.id}`).toBe("");

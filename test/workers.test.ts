@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Database } from "../lib/mod.ts";
-import { tempDir } from "./helpers.ts";
+import { runWorker, tempDir } from "./helpers.ts";
 
 interface Result {
   ok: boolean;
@@ -18,21 +18,6 @@ interface Result {
   retries: number;
   engine: boolean;
   commits: number;
-}
-
-function runWorker(job: object): Promise<Result> {
-  const worker = new Worker(new URL("./fixtures/bank-worker.ts", import.meta.url).href, { type: "module" });
-  return new Promise<Result>((resolve, reject) => {
-    worker.onmessage = (ev: MessageEvent<Result>) => {
-      worker.terminate();
-      resolve(ev.data);
-    };
-    worker.onerror = (ev: ErrorEvent) => {
-      worker.terminate();
-      reject(new Error(`worker failed: ${ev.message}`));
-    };
-    worker.postMessage(job);
-  });
 }
 
 describe("Workers writing one database", () => {
@@ -50,7 +35,7 @@ describe("Workers writing one database", () => {
     })();
 
     const results = await Promise.all(
-      Array.from({ length: workers }, (_, id) => runWorker({ path, id, rounds, accounts })),
+      Array.from({ length: workers }, (_, id) => runWorker<Result>("bank-worker.ts", { path, id, rounds, accounts })),
     );
     for (const r of results) expect(r.error ?? "", `worker ${r.id}`).toBe("");
     expect(db.query("SELECT sum(balance) AS s FROM accounts").get()).toEqual({ s: accounts * 1000 });

@@ -25,16 +25,6 @@ static void expect_open_error(const char *path, const char *params, const char *
   sqlite3_close(db);
 }
 
-static void expect_pragma_error(sqlite3 *db, const char *sql, const char *needle) {
-  char *err = 0;
-  int rc = sqlite3_exec(db, sql, 0, 0, &err);
-  if (rc == SQLITE_OK || err == 0 || strstr(err, needle) == 0) {
-    fprintf(stderr, "%s: rc %d, message '%s', wanted '%s'\n", sql, rc, err ? err : "", needle);
-    exit(1);
-  }
-  sqlite3_free(err);
-}
-
 static int run(const char *cmd) {
   int rc = system(cmd);
   return rc;
@@ -62,9 +52,9 @@ int main(void) {
   CHECK(tu_stat(db, MW_STAT_ENGINE) == 1);
   expect_open_error(path, "mw_mp=1", "every connection must open it the same way");
   tu_exec(db, "CREATE TABLE t(x)");
-  expect_pragma_error(db, "PRAGMA journal_mode=DELETE", "journal_mode=DELETE is not supported");
-  expect_pragma_error(db, "PRAGMA journal_mode=memory", "journal_mode=memory is not supported");
-  expect_pragma_error(db, "PRAGMA locking_mode=EXCLUSIVE", "locking_mode=EXCLUSIVE is not supported");
+  tu_expect_error(db, "PRAGMA journal_mode=DELETE", "journal_mode=DELETE is not supported");
+  tu_expect_error(db, "PRAGMA journal_mode=memory", "journal_mode=memory is not supported");
+  tu_expect_error(db, "PRAGMA locking_mode=EXCLUSIVE", "locking_mode=EXCLUSIVE is not supported");
   tu_exec(db, "PRAGMA auto_vacuum=FULL");
   CHECK(tu_int(db, "PRAGMA auto_vacuum") == 0);
   tu_exec(db, "PRAGMA auto_vacuum=2");

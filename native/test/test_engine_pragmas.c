@@ -134,16 +134,6 @@ static void read_only_version(const char *dir, int wal) {
   fclose(f);
 }
 
-static void expect_error(sqlite3 *db, const char *sql, const char *needle) {
-  char *err = 0;
-  int rc = sqlite3_exec(db, sql, 0, 0, &err);
-  if (rc == SQLITE_OK || err == 0 || strstr(err, needle) == 0) {
-    fprintf(stderr, "%s: rc %d, message '%s', wanted '%s'\n", sql, rc, err ? err : "", needle);
-    exit(1);
-  }
-  sqlite3_free(err);
-}
-
 /* mw_mp=1: an empty database is not written again under other processes: page_size
 ** and auto_vacuum on it fail with a message naming mw_mp=1, and change nothing. */
 static void reformat_refused_mp(const char *dir) {

@@ -72,6 +72,17 @@ static void tu_exec(sqlite3 *db, const char *sql) {
   }
 }
 
+/* Runs sql, which must fail with an error message containing needle (else exits). */
+static void tu_expect_error(sqlite3 *db, const char *sql, const char *needle) {
+  char *err = 0;
+  int rc = sqlite3_exec(db, sql, 0, 0, &err);
+  if (rc == SQLITE_OK || err == 0 || strstr(err, needle) == 0) {
+    fprintf(stderr, "%s: rc %d, message '%s', wanted '%s'\n", sql, rc, err ? err : "", needle);
+    exit(1);
+  }
+  sqlite3_free(err);
+}
+
 /* Runs sql and returns its extended result code (no check). */
 static int tu_try(sqlite3 *db, const char *sql) {
   int rc = sqlite3_exec(db, sql, 0, 0, 0);
