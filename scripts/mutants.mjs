@@ -251,6 +251,14 @@ export const MUTANTS = [
     tests: ["test_engine_isolation"],
     why: "a connection that polls data_version keeps its cache after its own commit but not the pages it holds in the read set",
   },
+  {
+    id: "db-open-hides-nomem",
+    file: "core/db.c",
+    find: "  if (wal == 0) return SQLITE_NOMEM;\n  int has_wal = mw_file_exists(wal);",
+    replace: "  if (wal == 0) { *pNeeds = 1; return SQLITE_OK; }\n  int has_wal = mw_file_exists(wal);",
+    tests: ["test_engine_oom"],
+    why: "a failed allocation of SQLite's allocator at open is absorbed: the open succeeds where SQLite's fault tests expect an error",
+  },
   // ---- mp.c -------------------------------------------------------------------------------
   {
     id: "mp-lazy-image-misread",

@@ -151,17 +151,19 @@ static int lock_file(mw_db *db, char **pzErr) {
   return rc;
 }
 
-/* 1 when the file must go through convert_to_wal: not a WAL-mode database yet (a
-** new file, a rollback-mode one), or a real -wal is left to checkpoint. */
-static int needs_conversion(mw_db *db) {
+/* *pNeeds = 1 when the file must go through convert_to_wal: not a WAL-mode database
+** yet (a new file, a rollback-mode one), or a real -wal is left to checkpoint.
+** SQLITE_NOMEM when the -wal name cannot be made (an open that goes on without it
+** would hide the failure: SQLite's fault tests expect it reported). */
+static int needs_conversion(mw_db *db, int *pNeeds) {
   char *wal = sqlite3_mprintf("%s-wal", db->path);
-  if (wal == 0) return 1;
+  if (wal == 0) return SQLITE_NOMEM;
   int has_wal = mw_file_exists(wal);
   sqlite3_free(wal);
-  if (has_wal) return 1;
   unsigned char hdr[20];
-  return db->data->pMethods->xRead(db->data, hdr, sizeof(hdr), 0) != SQLITE_OK ||
-         memcmp(hdr, "SQLite format 3", 16) != 0 || hdr[18] != 2 || hdr[19] != 2;
+  *pNeeds = has_wal || db->data->pMethods->xRead(db->data, hdr, sizeof(hdr), 0) != SQLITE_OK ||
+            memcmp(hdr, "SQLite format 3", 16) != 0 || hdr[18] != 2 || hdr[19] != 2;
+  return SQLITE_OK;
 }
 /* Pages read from the file stay cached: 4096 (16 MiB of 4 KiB pages), 256 small.
 ** With mw_mp=1 the other processes' pages come in lazily, read from the log (mp.c). */
@@ -234,7 +236,9 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
           "open it once by the name it had then, so that the log is replayed", zPath, zPath);
     rc = SQLITE_CANTOPEN;
   }
-  if (rc == SQLITE_OK && !joiner && !have_log && needs_conversion(db)) {
+  int convert = 0;
+  if (rc == SQLITE_OK && !joiner && !have_log) rc = needs_conversion(db, &convert);
+  if (rc == SQLITE_OK && convert) {
     /* The private stock connection needs the file's locks: let go meanwhile. Another
     ** process may take the file then; the lock below refuses this open if so. */
     rc = mw_guard_unlock(db->data);
