@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "7822566d6438ef6e6f8e99599ef76d8b8ce3d381d94fcd3b407bd7147e5e5fe4",
-        "size": 1803384
+        "sha256": "2ee840a065e2770ac672a9a40a17c98f133c2c948d0d767148856eea4ff18828",
+        "size": 1803480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "a84e73719c3ab0053899853c78349f7cd0633737b10b5097dc089df0d42a4a9a",
-        "size": 244464
+        "sha256": "79f30b912766f117a76bd3c0fcbdc4b248ec43a79333ca54e50eacb6f7e01445",
+        "size": 244416
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "c9e41bc295a4617f8688fe46a3f0c6d9808bc37c263fefa330c356069b16e3a0",
-        "size": 1746320
+        "sha256": "dfc51493a6f3f208588548376c47b94c1366039c615d0d4e17bad111dae7abd3",
+        "size": 1746352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "ef363652553229fcbb9c28c7b2c778a854afaeb7a6f594463e735d99439f5a27",
-        "size": 236632
+        "sha256": "739116c1442409bdf0945a496f0a88a9db2c1c980405dd8e0604b1b0cf6cbf4f",
+        "size": 236648
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "40ec337ab2b1d038b85cf329935097b093bb6820f1fba0d03c418aa39ccd5a4e",
-        "size": 1801384
+        "sha256": "b64a495d36ff10fa52c995f88726ecbdefa8368bc9d52ce21446d63bba6faafa",
+        "size": 1801480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "97d54db8cc623a4a6e87c468e8b09c88340d933100149049c023193cb5bded79",
-        "size": 243784
+        "sha256": "78fe78c06eb1ccd23fab1544af1f593cdbcab8bcd3900a1a3cee74a8d5b11416",
+        "size": 243736
       }
     },
     "linux-arm64-musl": {
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "d458fa40df15170d7ec6b0fcc0fda4a5fe10ebe4e52e3d2eeab73373c181a414",
-        "size": 1744600
+        "sha256": "7bf44e9efe2a87bef22192faf62ba733a0ceaafdcf4429b99e063bb1ee311faa",
+        "size": 1744648
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "6c42ea8c6a1dd898ea95018e4639316125fb6571b23750255b85c96311e9db67",
+        "sha256": "3093fc6328a18ac23a83649f29bbe2be3a8febff0f8bad1290b62c781f5cba70",
         "size": 236120
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "46350e5a68df8b8f4bd236b533454105f2e71739c43d60a2d4c56a59d6b27fdd",
+        "sha256": "14a5a86c78b0b8bbdb12d4dbd3de01b53c73735064c05ad69baf3f961cafb45e",
         "size": 1759775
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "f252fb3440b0b9b8492a0cd01d45eccefc2df6fe26793dae1074ff85a74b3553",
+        "sha256": "b251ed945bfb122512c0473065b22de21c1e8af714cd9037f906d936f6098212",
         "size": 246562
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "c90a6383dd5f8fee65674401a516ab3620d636b70f83e2739a460647dc0e79ab",
+        "sha256": "ab55e9c331085b0cb2cb4d5cc2f992a877045e97fd3e8ba08448633b08db18c9",
         "size": 1847936
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "877a20b0f0c70dd54f1863f0b1c5b78867cb6302b7f8da4718938881fdaf8607",
+        "sha256": "7b7cf925cfc27adc4b9bcb4a73d940c3b1b97d9968ddd00494a5366753373149",
         "size": 277736
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "f053dd3dc68cc99279b5fc0dfee36f9f5896b0272f01c51bf06e9921a4aa1a1d",
+        "sha256": "d487b08cc949800bf4ce4f73ff0aa04b7bdf4c56315795c498eef3e79b529c75",
         "size": 1670144
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "76ce829861fa46f06dc29143a59a9ce87c31a375c6ea568327f7b4e0bb384a1b",
+        "sha256": "4aaea7a15ff73d311e714d206c5ff2d3e9b3de5df330995c524b0c9a940152fb",
         "size": 172544
       }
     }
