@@ -325,7 +325,7 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
     }
     if (n !== committed) throw new Error(`${n} latencies for ${committed} commits`);
     const all = mergeLatencies(results.map((r) => r.lat));
-    const check = validate(cfg.db, cfg.workload, total);
+    const check = validate(cfg.db, cfg.workload, total, cfg.variant);
     const figures = runFigures(o.duration, committed, retries, all);
     emit(o, {
       ...h,
