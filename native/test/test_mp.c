@@ -560,7 +560,9 @@ static void compact_kill(const char *dir) {
       pid_t r = waitpid(victim, &st, WNOHANG);
       CHECK(r >= 0 || errno == EINTR);
       if (r == victim) break;
-      if (now_ns() - t0 > 60000000000ull) {
+      /* Generous: on a loaded 2-core machine (the emulated and musl runs of CI) the
+      ** others may win the compactions for a long while before this writer's second. */
+      if (now_ns() - t0 > 180000000000ull) {
         fprintf(stderr, "%s: the writer never reached %s\n", prog, points[p]);
         set_stop(path, 1);
         kill(victim, SIGKILL);
