@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "2ee840a065e2770ac672a9a40a17c98f133c2c948d0d767148856eea4ff18828",
+        "sha256": "3258a95e8a413646c60cd20d6c8f5a9c08abc74d80b43e23cacf2d85dde51951",
         "size": 1803480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "79f30b912766f117a76bd3c0fcbdc4b248ec43a79333ca54e50eacb6f7e01445",
+        "sha256": "8fec5c12ed7c88fbb0bb5e4c5e338a861bb309af10e283ff9f4f808b87dc66ef",
         "size": 244416
       }
     },
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "dfc51493a6f3f208588548376c47b94c1366039c615d0d4e17bad111dae7abd3",
-        "size": 1746352
+        "sha256": "c1b3b35251ee8d1382f0b3b90fb9f9a06aa1007e4035ffcc7e5479b487b42aa2",
+        "size": 1746304
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "739116c1442409bdf0945a496f0a88a9db2c1c980405dd8e0604b1b0cf6cbf4f",
-        "size": 236648
+        "sha256": "b08910c6373322491183641a92635a701228da9bfe4d0b215b4c1c3c26c8729a",
+        "size": 236600
       }
     },
     "linux-x64-musl": {
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "b64a495d36ff10fa52c995f88726ecbdefa8368bc9d52ce21446d63bba6faafa",
+        "sha256": "efcf716278975a8a17bffc177de430e009a17a2677b7ab43e4053617a9a53920",
         "size": 1801480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "78fe78c06eb1ccd23fab1544af1f593cdbcab8bcd3900a1a3cee74a8d5b11416",
+        "sha256": "359b6429a08154f94adf06fee21a0d5c9e163350599e5d614e5d9a7cc1c10d64",
         "size": 243736
       }
     },
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "7bf44e9efe2a87bef22192faf62ba733a0ceaafdcf4429b99e063bb1ee311faa",
-        "size": 1744648
+        "sha256": "2c2d04b0ba47b8052712d6fa83f05d3c6418071d4ff70839d1962a4344220f9e",
+        "size": 1744600
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "3093fc6328a18ac23a83649f29bbe2be3a8febff0f8bad1290b62c781f5cba70",
-        "size": 236120
+        "sha256": "561fd0f696682e63a471532a1b65d23567ccd06c7ab196db6fd3c65c568a12e5",
+        "size": 236072
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "14a5a86c78b0b8bbdb12d4dbd3de01b53c73735064c05ad69baf3f961cafb45e",
-        "size": 1759775
+        "sha256": "93414132f8cac8e5e2042f4c236bd1cc357e95959ea88f7b3bb368b8bce85083",
+        "size": 1759736
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "b251ed945bfb122512c0473065b22de21c1e8af714cd9037f906d936f6098212",
-        "size": 246562
+        "sha256": "9eac1629490e35d237eeedacdabeb9fd4104119e222fbf90cc20f9ab0cba03e1",
+        "size": 246523
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "ab55e9c331085b0cb2cb4d5cc2f992a877045e97fd3e8ba08448633b08db18c9",
-        "size": 1847936
+        "sha256": "831456b14546eb8765b6a0f82ee12ae527706896156e0b2ad8c163f413571ba8",
+        "size": 1847888
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "7b7cf925cfc27adc4b9bcb4a73d940c3b1b97d9968ddd00494a5366753373149",
-        "size": 277736
+        "sha256": "df0272cbc1f7a2465a85b904b60d838d73deea7f17c5f3bc13211e1f2dd317d1",
+        "size": 277704
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "d487b08cc949800bf4ce4f73ff0aa04b7bdf4c56315795c498eef3e79b529c75",
+        "sha256": "635cb3f5cd7d5a9b6cc7b1f0dead2d3cc5151c06224db124142f5e02de85ebec",
         "size": 1670144
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "4aaea7a15ff73d311e714d206c5ff2d3e9b3de5df330995c524b0c9a940152fb",
+        "sha256": "aedb883ff593faee7615efb1980e6683b3c1cfe2a2517626d6adea0ca7036da7",
         "size": 172544
       }
     }

@@ -73,7 +73,7 @@ typedef int (*mw_store_loader)(void *ctx, uint32_t pgno, uint64_t at, unsigned c
 typedef struct mw_store {
   int page_size;
   uint32_t base_cap;           /* cached file pages per stripe, at most */
-  mw_store_loader load;        /* for lazy versions (mw_store_install_lazy) */
+  mw_store_loader load;        /* for lazy versions (mw_store_install_record) */
   void *load_ctx;
   mw_stripe stripe[MW_STRIPES];
 } mw_store;
@@ -99,19 +99,16 @@ const mw_pver *mw_chain_view(const mw_chain *c, uint64_t snap, const uint64_t *o
 ** img afterwards. Returns SQLITE_NOMEM (img freed) on failure. */
 int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
                             uint64_t oldest);
-/* Installs copies of a log record's page images (npages of s->page_size bytes, back to
-** back) at `epoch`, each under its stripe, passing `prune` to mw_store_install_locked.
-** SQLITE_NOMEM when a copy cannot be made (the pages before it are installed). */
+/* Installs a log record's pages at `epoch`, each under its stripe, passing `prune` to
+** mw_store_install_locked: with images (npages of s->page_size bytes, back to back),
+** copies of them; without (images 0), lazy versions at the log offsets ats[i].
+** SQLITE_NOMEM when a copy cannot be made (the pages before it are installed).
+** Lazy versions (mw_mp=1): another process's pages are read from the log only when
+** somebody needs the image (most are never read by this process: they are superseded
+** or compacted first); set_loader gives the function that reads them. */
 int mw_store_install_record(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
-                            const unsigned char *images, uint64_t prune);
-/* Lazy versions (mw_mp=1): the pages of another process's record are installed as
-** their offsets in the log, and read from it only when somebody needs the image
-** (most are never read by this process: they are superseded or compacted first).
-** install_lazy is install_record with offsets instead of images (ats[i]: page
-** pgnos[i]); set_loader gives the function that reads them. */
+                            const unsigned char *images, const uint64_t *ats, uint64_t prune);
 void mw_store_set_loader(mw_store *s, mw_store_loader load, void *ctx);
-int mw_store_install_lazy(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
-                          const uint64_t *ats, uint64_t prune);
 /* Under the page's stripe lock: the image of version v of chain c, read first if lazy;
 ** 0 when that read failed (*pRc says why). */
 const unsigned char *mw_store_image(mw_store *s, const mw_chain *c, const mw_pver *v, int *pRc);

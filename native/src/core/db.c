@@ -102,7 +102,7 @@ static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
                          const uint32_t *pgnos, const unsigned char *images) {
   mw_db *db = ctx;
   /* Recovery: nobody reads yet, so older versions of the page go at once. */
-  int rc = mw_store_install_record(&db->store, epoch, npages, pgnos, images, epoch);
+  int rc = mw_store_install_record(&db->store, epoch, npages, pgnos, images, 0, epoch);
   if (rc != SQLITE_OK) return rc;
   db->visible = db->assigned = epoch;
   db->visible_size = db_pages;

@@ -338,26 +338,17 @@ int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **p
 }
 
 int mw_store_install_record(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
-                            const unsigned char *images, uint64_t prune) {
+                            const unsigned char *images, const uint64_t *ats, uint64_t prune) {
   for (int i = 0; i < npages; i++) {
-    unsigned char *img = malloc((size_t)s->page_size);
-    if (img == 0) return SQLITE_NOMEM;
-    memcpy(img, images + (size_t)i * (size_t)s->page_size, (size_t)s->page_size);
+    unsigned char *img = 0;
+    if (images) {
+      img = malloc((size_t)s->page_size);
+      if (img == 0) return SQLITE_NOMEM;
+      memcpy(img, images + (size_t)i * (size_t)s->page_size, (size_t)s->page_size);
+    }
     int stripe = mw_stripe_of(pgnos[i]);
     mw_store_lock(s, stripe);
-    int rc = mw_store_install_locked(s, pgnos[i], epoch, img, prune);
-    mw_store_unlock(s, stripe);
-    if (rc != SQLITE_OK) return rc;
-  }
-  return SQLITE_OK;
-}
-
-int mw_store_install_lazy(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
-                          const uint64_t *ats, uint64_t prune) {
-  for (int i = 0; i < npages; i++) {
-    int stripe = mw_stripe_of(pgnos[i]);
-    mw_store_lock(s, stripe);
-    int rc = install_version(s, pgnos[i], epoch, 0, ats[i], prune);
+    int rc = install_version(s, pgnos[i], epoch, img, images ? 0 : ats[i], prune);
     mw_store_unlock(s, stripe);
     if (rc != SQLITE_OK) return rc;
   }

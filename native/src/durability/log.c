@@ -100,6 +100,7 @@ struct mw_log {
   int writing;           /* a thread is in pwritev */
   int syncing;           /* a thread is in the data sync */
   int growing;           /* a thread is preallocating */
+  int reading;           /* threads in mw_log_read_image's pread (a switch waits for them) */
   int switching;         /* a compaction is switching files: no write/sync/grow starts */
   /* The switch of mw_log_compacted (one process): growth held while the new file takes
   ** the room of the old one; then every write also goes to mfd (the new file, at
@@ -335,13 +336,14 @@ static int write_fresh(mw_log *log) {
   return rc;
 }
 
-/* Buffers for reading records, grown to the largest record read. */
+/* Buffers for reading records, each grown to the largest record its caller read:
+** recovery (read_record) uses images, following (read_page_list) uses ats. */
 typedef struct rec_reader {
   unsigned char *body;         /* the record's body as in the file */
   unsigned char *images;       /* its page images, back to back (read_record) */
   uint32_t *pgnos;             /* its page numbers */
   uint64_t *ats;               /* the logical offsets of its images (read_page_list) */
-  uint64_t cap;                /* pages the buffers hold */
+  uint64_t cap_body, cap_images, cap_pgnos, cap_ats; /* pages each buffer holds */
 } rec_reader;
 
 static void rec_reader_free(rec_reader *r) {
@@ -349,6 +351,16 @@ static void rec_reader_free(rec_reader *r) {
   free(r->images);
   free(r->pgnos);
   free(r->ats);
+}
+
+/* buf, grown to hold n items of `size` bytes (*cap counts the items it holds), or 0
+** when out of memory (buf is then unchanged and still owned by the caller). */
+static void *grow_buffer(void *buf, uint64_t *cap, uint64_t n, uint64_t size) {
+  if (buf != 0 && n <= *cap) return buf;
+  uint64_t ncap = n < 16 ? 16 : n;
+  void *nb = realloc(buf, (size_t)(ncap * size));
+  if (nb != 0) *cap = ncap;
+  return nb;
 }
 
 /* Reads the header (into h) and the body (into r->body) of the record at physical
@@ -366,19 +378,12 @@ static int read_body(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64
       get32(h + MW_REC_ZERO) != 0 || npages > (room - MW_REC_HDR_SIZE) / per_page) {
     return SQLITE_DONE;
   }
-  if (npages > r->cap) {
-    uint64_t ncap = npages < 16 ? 16 : npages;
-    unsigned char *nb = realloc(r->body, (size_t)(ncap * per_page));
-    if (nb) r->body = nb;
-    unsigned char *ni = realloc(r->images, (size_t)(ncap * (uint64_t)log->page_size));
-    if (ni) r->images = ni;
-    uint32_t *np = realloc(r->pgnos, (size_t)ncap * sizeof(uint32_t));
-    if (np) r->pgnos = np;
-    uint64_t *na = realloc(r->ats, (size_t)ncap * sizeof(uint64_t));
-    if (na) r->ats = na;
-    if (!nb || !ni || !np || !na) return SQLITE_NOMEM;
-    r->cap = ncap;
-  }
+  unsigned char *body = grow_buffer(r->body, &r->cap_body, npages, per_page);
+  if (body == 0) return SQLITE_NOMEM;
+  r->body = body;
+  uint32_t *pgnos = grow_buffer(r->pgnos, &r->cap_pgnos, npages, sizeof(uint32_t));
+  if (pgnos == 0) return SQLITE_NOMEM;
+  r->pgnos = pgnos;
   uint64_t blen = (uint64_t)npages * per_page;
   if (blen) {
     rc = mw_file_pread(fd, r->body, (size_t)blen, phys + MW_REC_HDR_SIZE, 0);
@@ -399,6 +404,9 @@ static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint
   uint64_t blen = (uint64_t)npages * per_page;
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), r->body, (size_t)blen);
   if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;
+  unsigned char *images = grow_buffer(r->images, &r->cap_images, npages, (uint64_t)log->page_size);
+  if (images == 0) return SQLITE_NOMEM;
+  r->images = images;
   for (uint32_t i = 0; i < npages; i++) {
     const unsigned char *p = r->body + (uint64_t)i * per_page;
     r->pgnos[i] = get32(p);
@@ -418,6 +426,9 @@ static int read_page_list(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, u
   uint32_t npages = 0;
   int rc = read_body(log, fd, r, phys, room, expect, h, &npages);
   if (rc != SQLITE_OK) return rc;
+  uint64_t *ats = grow_buffer(r->ats, &r->cap_ats, npages, sizeof(uint64_t));
+  if (ats == 0) return SQLITE_NOMEM;
+  r->ats = ats;
   for (uint32_t i = 0; i < npages; i++) {
     r->pgnos[i] = get32(r->body + (uint64_t)i * per_page);
     r->ats[i] = off + MW_REC_HDR_SIZE + (uint64_t)i * per_page + 4;
@@ -432,7 +443,7 @@ static int scan_records(mw_log *log, uint64_t size, mw_log_replay_fn replay, voi
                         uint64_t *pEnd) {
   uint64_t off = MW_LOG_HDR_SIZE;
   uint64_t expect = log->base + 1;
-  rec_reader r = { 0, 0, 0, 0, 0 };
+  rec_reader r = { 0 };
   int rc;
   for (;;) {
     unsigned char h[MW_REC_HDR_SIZE];
@@ -1066,7 +1077,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK && enter) rc = enter(hctx);
   mw_mutex_lock(&log->mu);
   log->switching = 1;
-  while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
+  while (log->writing || log->syncing || log->growing || log->reading) mw_cond_wait(&log->cv, &log->mu);
   uint64_t w2 = log->written_end;
   /* Room for everything assigned or reserved so far; reserve waits while switching,
   ** so assigned_end + reserved cannot change until the switch is over. */
@@ -1137,7 +1148,7 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx) {
   uint64_t off = log->assigned_end, shift = log->shift, expect = log->last_epoch + 1;
   mw_fd fd = log->fd;
   mw_mutex_unlock(&log->mu);
-  rec_reader r = { 0, 0, 0, 0, 0 };
+  rec_reader r = { 0 };
   while (rc == SQLITE_OK && off < end) {
     unsigned char h[MW_REC_HDR_SIZE];
     uint64_t len = 0;
@@ -1171,18 +1182,26 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx) {
 
 int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf) {
   mw_mutex_lock(&log->mu);
-  /* Not while a switch replaces the file (the old descriptor is closed meanwhile);
-  ** the read holds the mutex, so the file cannot change under it. */
+  /* Not while a switch replaces the file (the old descriptor is closed meanwhile); a
+  ** switch waits for the reads in progress, so the descriptor and shift taken here stay
+  ** valid until the read is counted out. The read itself runs without the mutex, so
+  ** lazy loads go on in parallel with each other and with commits' bookkeeping. */
   while (log->switching) mw_cond_wait(&log->cv, &log->mu);
   int rc = log->error;
-  if (rc == SQLITE_OK) {
-    if (at < log->shift + MW_LOG_HDR_SIZE) {
-      rc = SQLITE_NOTFOUND;
-    } else {
-      rc = mw_file_pread(log->fd, buf, (size_t)log->page_size, at - log->shift, 0);
-      if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
-    }
+  mw_fd fd = log->fd;
+  uint64_t shift = log->shift;
+  size_t len = (size_t)log->page_size;
+  if (rc == SQLITE_OK && at < shift + MW_LOG_HDR_SIZE) rc = SQLITE_NOTFOUND;
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&log->mu);
+    return rc;
   }
+  log->reading++;
+  mw_mutex_unlock(&log->mu);
+  rc = mw_file_pread(fd, buf, len, at - shift, 0);
+  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+  mw_mutex_lock(&log->mu);
+  if (--log->reading == 0) wake_all(log);
   mw_mutex_unlock(&log->mu);
   return rc;
 }
@@ -1238,7 +1257,7 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
   if (rc == SQLITE_OK) {
     while (log->switching) mw_cond_wait(&log->cv, &log->mu);
     log->switching = 1;
-    while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
+    while (log->writing || log->syncing || log->growing || log->reading) mw_cond_wait(&log->cv, &log->mu);
     mw_fd old = log->fd;
     log->fd = fd;
     fd = old;
@@ -1280,7 +1299,7 @@ uint64_t mw_log_shift(mw_log *log) {
 int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
-  while (log->writing || log->syncing || log->growing) mw_cond_wait(&log->cv, &log->mu);
+  while (log->writing || log->syncing || log->growing || log->reading) mw_cond_wait(&log->cv, &log->mu);
   int rc = log->error;
   if (rc == SQLITE_OK && (log->last_epoch != log->base || log->reserved || log->nres ||
                           log->staged || log->nidx || base < log->base))

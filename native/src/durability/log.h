@@ -167,7 +167,10 @@ typedef int (*mw_log_follow_fn)(void *ctx, uint64_t epoch, uint32_t db_pages, in
 int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx);
 /* Reads one page image at logical offset `at` (given by mw_log_follow) into buf.
 ** SQLITE_NOTFOUND when the file in use no longer holds it: a compaction dropped the
-** records before its base, and the database file holds that page as of then. */
+** records before its base, and the database file holds that page as of then. Multi-
+** process mode only: its switches (compaction's phase 2, mw_log_reopen_shared) wait
+** for reads in progress; the single-process mirrored switch does not. Reads run in
+** parallel, without the log's mutex. */
 int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf);
 /* Multi-process mode, for the holder of the publication lock only (nobody writes past
 ** the assigned end meanwhile): when less than half a step of zeroed room is left past

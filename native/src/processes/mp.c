@@ -217,7 +217,7 @@ static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
   mw_db *db = f->db;
   uint64_t end = f->off + mw_log_record_size(db->log, npages);
   uint64_t oldest = __atomic_load_n(&db->oldest, __ATOMIC_ACQUIRE);
-  int irc = mw_store_install_lazy(&db->store, epoch, npages, pgnos, ats, oldest);
+  int irc = mw_store_install_record(&db->store, epoch, npages, pgnos, 0, ats, oldest);
   if (irc != SQLITE_OK) return irc;
   mw_mutex_lock(&db->mu);
   while (!db->broken && db->assigned - db->visible >= MW_RING - 1) {
