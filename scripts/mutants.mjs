@@ -43,6 +43,22 @@ export const MUTANTS = [
     tests: ["test_log_recover"],
     why: "recovery replays records past a gap in the epochs",
   },
+  {
+    id: "log-spare-names-log",
+    file: "durability/log.c",
+    find: "  } else if (linked && mw_file_delete(log->spare_path, 0) != SQLITE_OK) {",
+    replace: "  } else if (linked && 0) {",
+    tests: ["test_log_compact"],
+    why: "a log switch whose rename failed leaves the spare name on the log in use, for the next switch to overwrite",
+  },
+  {
+    id: "log-spare-rezeroed",
+    file: "durability/log.c",
+    find: "  uint64_t zero_from = w1 - new_shift > room ? w1 - new_shift : room;",
+    replace: "  uint64_t zero_from = w1 - new_shift;",
+    tests: ["test_log_compact"],
+    why: "a reused log file is written with zeros again where it already holds written bytes",
+  },
   // ---- compact.c -------------------------------------------------------------------------
   {
     id: "compact-sync-after-cut",

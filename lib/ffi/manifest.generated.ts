@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "3258a95e8a413646c60cd20d6c8f5a9c08abc74d80b43e23cacf2d85dde51951",
-        "size": 1803480
+        "sha256": "d1f5fa5161ad1a0c6b7588216f384c7347477486d36f34468b8d13b4982b18ad",
+        "size": 1804168
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "8fec5c12ed7c88fbb0bb5e4c5e338a861bb309af10e283ff9f4f808b87dc66ef",
-        "size": 244416
+        "sha256": "4f5704cabc89900d5ea16836a416cdd14a4d6ba7dcec1e60ae67de47af884011",
+        "size": 245120
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "c1b3b35251ee8d1382f0b3b90fb9f9a06aa1007e4035ffcc7e5479b487b42aa2",
-        "size": 1746304
+        "sha256": "ac3607eef48f2cc8fb79aed9720dea8753c7e4b39f9b3e5a7da4d210acfc1b94",
+        "size": 1747192
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "b08910c6373322491183641a92635a701228da9bfe4d0b215b4c1c3c26c8729a",
-        "size": 236600
+        "sha256": "5d0cc1110ab50499f4ecf85f4b895a80aa6c95859de971ada8ab8fc7e5f58787",
+        "size": 237472
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "efcf716278975a8a17bffc177de430e009a17a2677b7ab43e4053617a9a53920",
-        "size": 1801480
+        "sha256": "061b8bb15aa7b784bd37647b1b3d6eacd209388ae04b4f8ddb73b611237b8964",
+        "size": 1802184
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "359b6429a08154f94adf06fee21a0d5c9e163350599e5d614e5d9a7cc1c10d64",
-        "size": 243736
+        "sha256": "456ac21a889ee3c83cd7ab5e5d1fb94ce75e5a397583fbe36b94d714f8a2ddb6",
+        "size": 244424
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "2c2d04b0ba47b8052712d6fa83f05d3c6418071d4ff70839d1962a4344220f9e",
-        "size": 1744600
+        "sha256": "1543b8d8db40a7714852f326ce3cf2472c817436001ccd525e0fb85f9dcf595e",
+        "size": 1745360
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "561fd0f696682e63a471532a1b65d23567ccd06c7ab196db6fd3c65c568a12e5",
-        "size": 236072
+        "sha256": "18f11240622ce91d4fa135ccd71e33596f7ea04059b46d0eed419fbf5b54f82d",
+        "size": 236848
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "93414132f8cac8e5e2042f4c236bd1cc357e95959ea88f7b3bb368b8bce85083",
-        "size": 1759736
+        "sha256": "c29968c7399cf6c09d5c8b9bbbb38954fb38868bb66bc76ae98ac60c8e63650b",
+        "size": 1759796
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "9eac1629490e35d237eeedacdabeb9fd4104119e222fbf90cc20f9ab0cba03e1",
-        "size": 246523
+        "sha256": "ab9f1382ae59b36932aa7a42d1db9e3a902f9f2e36fb780ff398dfcbfb4dbf52",
+        "size": 246591
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "831456b14546eb8765b6a0f82ee12ae527706896156e0b2ad8c163f413571ba8",
-        "size": 1847888
+        "sha256": "7718bfb78ea789df065bb3163a73ab2ba314f869919afe8869f1ab0e4a609e77",
+        "size": 1848000
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "df0272cbc1f7a2465a85b904b60d838d73deea7f17c5f3bc13211e1f2dd317d1",
-        "size": 277704
+        "sha256": "fccbb9d733f7f010363c1290f47e98c3659e49b3e1eb511007b2caee301067d2",
+        "size": 294232
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "635cb3f5cd7d5a9b6cc7b1f0dead2d3cc5151c06224db124142f5e02de85ebec",
-        "size": 1670144
+        "sha256": "b5065b8ac87b51ce4d5d830a0d71265d4f2e01d86145cc17c24fc98273f4db65",
+        "size": 1671168
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "aedb883ff593faee7615efb1980e6683b3c1cfe2a2517626d6adea0ca7036da7",
-        "size": 172544
+        "sha256": "4c5dd159bfe649ad37b3f1025a0ec5b0214ac5642ce9d2983640fd49a6f56558",
+        "size": 173056
       }
     }
   }

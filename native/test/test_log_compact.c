@@ -2,7 +2,8 @@
 ** base and the new base in its header; the old log and the new one replay to the same
 ** state; a failure before the rename leaves the old log in use (not sticky), a failed
 ** directory sync after it is sticky; the switch runs under concurrent committers
-** without losing or reordering a record and without failing a wait. */
+** without losing or reordering a record and without failing a wait; one process's
+** switches reuse the file the switch before replaced (check_recycle). */
 #include "test_log_util.h"
 
 #include <errno.h>
@@ -34,6 +35,13 @@ static void expect_log(uint64_t want_base, uint64_t want_last) {
 }
 
 static int fail_op; /* read by the hook on the log's grower thread too */
+static int preallocs; /* counted by count_prealloc */
+static int count_prealloc(int op, mw_fd fd) {
+  (void)fd;
+  if (op == MW_OP_PREALLOC) __atomic_add_fetch(&preallocs, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
 static int fault(int op, mw_fd fd) { (void)fd; return op == __atomic_load_n(&fail_op, __ATOMIC_SEQ_CST) ? EIO : 0; }
 
 /* Concurrent part: committers plus a compactor that compacts up to the highest epoch
@@ -128,6 +136,69 @@ static void *slow_committer(void *p) {
     __atomic_add_fetch(&slow_done, 1, __ATOMIC_SEQ_CST);
   }
   return 0;
+}
+
+static mw_file_id identity(const char *path) {
+  mw_file_id id;
+  CHECK_RC(mw_file_identity(path, &id, 0), SQLITE_OK);
+  return id;
+}
+
+/* One process's switches reuse the file the switch before replaced (named <db>-mw.spare
+** in between): no room of it is zeroed again, its old records never replay after a
+** crash, and a failed rename leaves no spare that names the log in use. */
+static void check_recycle(void) {
+  char sparep[340];
+  snprintf(sparep, sizeof(sparep), "%s.spare", logp);
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  uint64_t epoch = last + 1;
+  mw_file_id replaced = { 0, 0 };
+  for (int round = 0; round < 4; round++) {
+    /* Fewer records each round: the reused file's tail holds older ones. */
+    for (int i = 0; i < 40 - 8 * round; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+    mw_file_id now = identity(logp);
+    __atomic_store_n(&preallocs, 0, __ATOMIC_SEQ_CST);
+    tl_set_hook(count_prealloc);
+    CHECK_RC(mw_log_compacted(log, epoch - 6), SQLITE_OK);
+    tl_set_hook(0);
+    CHECK(mw_file_exists(sparep) && mw_file_id_eq(&now, (mw_file_id[]){ identity(sparep) }));
+    if (round > 0) {
+      mw_file_id id = identity(logp);
+      CHECK(mw_file_id_eq(&id, &replaced));                  /* the spare became the log */
+      CHECK(__atomic_load_n(&preallocs, __ATOMIC_SEQ_CST) == 0); /* with its room as it was */
+    }
+    replaced = now;
+  }
+  uint64_t keep_base = epoch - 6;
+  /* Closed without removing, as a crash leaves it: recovery stops at the last record
+  ** although older ones follow it in the file, and cuts them. */
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  CHECK(tl_file_size(logp) > MW_LOG_HDR_SIZE + 5 * rec_len(epoch - 1));
+  expect_log(keep_base, epoch - 1);
+  CHECK(!mw_file_exists(sparep)); /* open deletes a spare of an earlier life */
+
+  /* A rename that fails after the link: the spare is removed again. */
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  for (int i = 0; i < 10; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  CHECK_RC(mw_log_compacted(log, epoch - 6), SQLITE_OK);
+  for (int i = 0; i < 10; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  __atomic_store_n(&fail_op, MW_OP_RENAME, __ATOMIC_SEQ_CST);
+  tl_set_hook(fault);
+  CHECK(mw_log_compacted(log, epoch - 6) != SQLITE_OK);
+  tl_set_hook(0);
+  mw_file_id id = identity(logp);
+  CHECK(!mw_file_exists(sparep) || !mw_file_id_eq(&id, (mw_file_id[]){ identity(sparep) }));
+  for (int i = 0; i < 10; i++) {
+    CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+    CHECK_RC(mw_log_compacted(log, epoch - 3), SQLITE_OK);
+  }
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(epoch - 3, epoch - 1);
 }
 
 int main(void) {
@@ -270,6 +341,7 @@ int main(void) {
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   expect_log(sbase, slast);
 
+  check_recycle();
   tl_rmdir(dir);
   printf("test_log_compact: ok\n");
   return 0;

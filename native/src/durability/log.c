@@ -74,6 +74,13 @@ typedef struct mw_log_entry {
 struct mw_log {
   char *path;     /* "<db>-mw" */
   char *tmp_path; /* "<db>-mw.tmp" */
+  char *spare_path; /* "<db>-mw.spare": the file before the last switch (see recycle) */
+  /* One process's switches keep the log file they replace under spare_path and take it
+  ** as the next switch's new file: its bytes are already written (records and zeros of
+  ** its earlier use), so only room past its size is zeroed again, as SQLite reuses its
+  ** WAL. Off with mw_mp=1 (other processes may still read the replaced file) and when
+  ** a spare name could not be removed (it must never name the log in use). */
+  int recycle;
   int page_size;
   int sync_mode;
   int full_fsync;
@@ -484,6 +491,7 @@ static void free_log(mw_log *log) {
   free(log->idx);
   free(log->path);
   free(log->tmp_path);
+  free(log->spare_path);
   mw_cond_destroy(&log->cv);
   mw_cond_destroy(&log->cv_sync);
   mw_mutex_destroy(&log->mu);
@@ -505,17 +513,20 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   size_t n = strlen(db_path);
   log->path = malloc(n + 4);
   log->tmp_path = malloc(n + 8);
+  log->spare_path = malloc(n + 10);
   mw_mutex_init(&log->cmp_mu);
   mw_mutex_init(&log->mu);
   mw_cond_init(&log->cv);
   mw_cond_init(&log->cv_sync);
   log->fd = MW_FD_INVALID;
   log->mfd = MW_FD_INVALID;
-  if (!log->path || !log->tmp_path) { free_log(log); return SQLITE_NOMEM; }
+  if (!log->path || !log->tmp_path || !log->spare_path) { free_log(log); return SQLITE_NOMEM; }
   memcpy(log->path, db_path, n);
   memcpy(log->path + n, "-mw", 4);
   memcpy(log->tmp_path, log->path, n + 3);
   memcpy(log->tmp_path + n + 3, ".tmp", 5);
+  memcpy(log->spare_path, log->path, n + 3);
+  memcpy(log->spare_path + n + 3, ".spare", 7);
   log->page_size = ps;
   log->sync_mode = opts->sync_mode;
   log->full_fsync = opts->full_fsync;
@@ -590,6 +601,9 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
     }
   }
   if (rc == SQLITE_OK && !follow) rc = mw_file_delete(log->tmp_path, 0); /* a compaction's leftover */
+  /* A spare left by the last life (or a crash between its link and the rename, when it
+  ** names this very file): never reused across opens. */
+  if (rc == SQLITE_OK && !follow) log->recycle = !log->shared && mw_file_delete(log->spare_path, 0) == SQLITE_OK;
   uint64_t end = MW_LOG_HDR_SIZE;
   if (rc == SQLITE_OK && follow) {
     /* Exactly the records other processes published, up to follow_end; the bytes after
@@ -973,11 +987,16 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
   if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
+  /* The file replaced keeps a name: the spare of the next switch (no sync needed: a
+  ** spare lost in a crash is only not reused). */
+  int linked = rc == SQLITE_OK && log->recycle && mw_file_link(log->path, log->spare_path, 0) == SQLITE_OK;
   if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
   if (rc == SQLITE_OK) {
     renamed = 1;
     mw_crash_point("log_switch_renamed");
     drc = mw_dir_sync(log->path, 0);
+  } else if (linked && mw_file_delete(log->spare_path, 0) != SQLITE_OK) {
+    log->recycle = 0; /* the spare still names the log in use: never reuse it */
   }
   free(buf);
 
@@ -1014,6 +1033,22 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
     mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
   }
   mw_mutex_lock(&log->mu);
+  return rc;
+}
+
+/* Opens the next switch's new file at tmp_path, empty, or with recycle the spare (the
+** file a switch replaced), whose size goes to *pRoom. Its old bytes never replay:
+** recovery takes records of consecutive epochs from the base, and every record in the
+** spare is older than the records the new file gets (it belongs to this log's life:
+** open deletes any spare before the first switch). */
+static int open_next_file(mw_log *log, int recycle, mw_fd *pFd, uint64_t *pRoom) {
+  *pRoom = 0;
+  int rc = mw_file_delete(log->tmp_path, 0);
+  int reused = 0;
+  if (rc == SQLITE_OK && recycle && mw_file_exists(log->spare_path))
+    reused = mw_file_rename(log->spare_path, log->tmp_path, 0) == SQLITE_OK;
+  if (rc == SQLITE_OK) rc = mw_file_open(log->tmp_path, 1, pFd, 0);
+  if (rc == SQLITE_OK) rc = reused ? mw_file_size(*pFd, pRoom, 0) : mw_file_truncate(*pFd, 0, 0);
   return rc;
 }
 
@@ -1055,16 +1090,18 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   mw_fd tfd = MW_FD_INVALID;
   unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
   if (!buf) rc = SQLITE_NOMEM;
-  if (rc == SQLITE_OK) rc = mw_file_delete(log->tmp_path, 0);
-  if (rc == SQLITE_OK) rc = mw_file_open(log->tmp_path, 1, &tfd, 0);
-  if (rc == SQLITE_OK) rc = mw_file_truncate(tfd, 0, 0);
+  uint64_t room = 0;
+  if (rc == SQLITE_OK) rc = open_next_file(log, !hook && !log->shared && log->recycle, &tfd, &room);
   if (rc == SQLITE_OK) {
     unsigned char h[MW_LOG_HDR_SIZE];
     build_header(h, log->page_size, base, log->salt);
     rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
   }
   if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
-  if (rc == SQLITE_OK) rc = grow_file(log, tfd, w1 - new_shift, alloc1);
+  /* A reused file's bytes are room already written: zeros only past them. */
+  if (room > alloc1) alloc1 = room;
+  uint64_t zero_from = w1 - new_shift > room ? w1 - new_shift : room;
+  if (rc == SQLITE_OK && zero_from < alloc1) rc = grow_file(log, tfd, zero_from, alloc1);
   if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
 
   if (!hook && !log->shared) return switch_mirrored(log, base, keep, new_shift, alloc1, w1, tfd, buf, rc);
@@ -1317,6 +1354,8 @@ int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
       log->base = old_base;
       set_error(log, rc);
     } else {
+      /* The spare holds records of the old page size: not worth keeping. */
+      if (mw_file_delete(log->spare_path, 0) != SQLITE_OK) log->recycle = 0;
       log->last_epoch = base;
       log->shift = 0;
       log->assigned_end = log->written_end = log->synced_end = log->alloc_end = MW_LOG_HDR_SIZE;
@@ -1366,6 +1405,7 @@ int mw_log_close(mw_log *log, int remove) {
   if (remove) {
     int r2 = mw_file_delete(log->path, 0);
     if (r2 == SQLITE_OK) r2 = mw_file_delete(log->tmp_path, 0);
+    if (r2 == SQLITE_OK) r2 = mw_file_delete(log->spare_path, 0);
     if (r2 == SQLITE_OK) r2 = mw_dir_sync(log->path, 0);
     if (rc == SQLITE_OK) rc = r2;
   }

@@ -110,6 +110,9 @@ int mw_file_delete(const char *path, int *pErrno);
 int mw_file_exists(const char *path);
 /* Renames from over to (atomically replacing to); sync the directory to make it durable. */
 int mw_file_rename(const char *from, const char *to, int *pErrno);
+/* Gives an existing file a second name (a hard link; `to` must not exist); an error where
+** the OS or the file system has none. */
+int mw_file_link(const char *from, const char *to, int *pErrno);
 
 /* What a file is, whatever its name: device and inode on POSIX, volume serial number
 ** and file index on Windows. Two names (hard links, a rename) of one file give the
@@ -139,7 +142,7 @@ int mw_file_hold_byte(const char *path, const mw_file_id *id, uint64_t first, in
 ** engine may be making file calls meanwhile). */
 enum {
   MW_OP_OPEN = 1, MW_OP_READ, MW_OP_WRITE, MW_OP_DATASYNC, MW_OP_SYNC, MW_OP_PREALLOC,
-  MW_OP_TRUNCATE, MW_OP_SIZE, MW_OP_DIRSYNC, MW_OP_DELETE, MW_OP_RENAME
+  MW_OP_TRUNCATE, MW_OP_SIZE, MW_OP_DIRSYNC, MW_OP_DELETE, MW_OP_RENAME, MW_OP_LINK
 };
 typedef int (*mw_fault_hook_fn)(int op, mw_fd fd);
 extern mw_fault_hook_fn mw_fault_hook;

@@ -305,4 +305,9 @@ int mw_file_rename(const char *from, const char *to, int *pErrno) {
   if (injected(MW_OP_RENAME, -1)) return fail(SQLITE_IOERR, pErrno);
   return rename(from, to) == 0 ? SQLITE_OK : fail(SQLITE_IOERR, pErrno);
 }
+
+int mw_file_link(const char *from, const char *to, int *pErrno) {
+  if (injected(MW_OP_LINK, -1)) return fail(SQLITE_IOERR, pErrno);
+  return link(from, to) == 0 ? SQLITE_OK : fail(SQLITE_IOERR, pErrno);
+}
 #endif /* !_WIN32 */

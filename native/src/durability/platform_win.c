@@ -323,6 +323,32 @@ int mw_file_identity(const char *path, mw_file_id *out, int *pErrno) {
   return SQLITE_OK;
 }
 
+/* MoveFileEx refuses to replace a file that is open (ERROR_ACCESS_DENIED), and the log a
+** switch replaces is open in every connection. Windows 10 1607 and later replace it with
+** POSIX semantics: the name moves to the new file, open handles keep the old one. */
+static BOOL rename_over_open(const wchar_t *wf, const wchar_t *wt) {
+  HANDLE h = CreateFileW(wf, DELETE | SYNCHRONIZE,
+                         FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
+                         OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+  if (h == INVALID_HANDLE_VALUE) return FALSE;
+  size_t bytes = wcslen(wt) * sizeof(wchar_t);
+  size_t size = sizeof(FILE_RENAME_INFO) + bytes;
+  FILE_RENAME_INFO *info = calloc(1, size);
+  BOOL ok = FALSE;
+  DWORD err = ERROR_NOT_ENOUGH_MEMORY;
+  if (info) {
+    info->Flags = FILE_RENAME_FLAG_REPLACE_IF_EXISTS | FILE_RENAME_FLAG_POSIX_SEMANTICS;
+    info->FileNameLength = (DWORD)bytes;
+    memcpy(info->FileName, wt, bytes);
+    ok = SetFileInformationByHandle(h, FileRenameInfoEx, info, (DWORD)size);
+    err = ok ? 0 : GetLastError();
+    free(info);
+  }
+  CloseHandle(h);
+  if (!ok) SetLastError(err);
+  return ok;
+}
+
 int mw_file_rename(const char *from, const char *to, int *pErrno) {
   wchar_t *wf = utf8_to_wide(from);
   wchar_t *wt = wf ? utf8_to_wide(to) : 0;
@@ -333,9 +359,25 @@ int mw_file_rename(const char *from, const char *to, int *pErrno) {
     for (int attempt = 0; attempt < 20; attempt++) {
       if (MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) { rc = SQLITE_OK; break; }
       err = GetLastError();
+      if (err == ERROR_ACCESS_DENIED && rename_over_open(wf, wt)) { rc = SQLITE_OK; break; }
       if (err != ERROR_SHARING_VIOLATION && err != ERROR_ACCESS_DENIED) break;
       Sleep(10);
     }
+  }
+  if (rc != SQLITE_OK && pErrno) *pErrno = (int)err;
+  free(wf);
+  free(wt);
+  return rc;
+}
+
+int mw_file_link(const char *from, const char *to, int *pErrno) {
+  wchar_t *wf = utf8_to_wide(from);
+  wchar_t *wt = wf ? utf8_to_wide(to) : 0;
+  int rc = SQLITE_IOERR;
+  DWORD err = 0;
+  if (wf && wt) {
+    if (CreateHardLinkW(wt, wf, 0)) rc = SQLITE_OK;
+    else err = GetLastError();
   }
   if (rc != SQLITE_OK && pErrno) *pErrno = (int)err;
   free(wf);
