@@ -254,10 +254,26 @@ export const MUTANTS = [
   {
     id: "lane-writers-warm",
     file: "vfs/lane.c",
-    find: "  if ((l->wrote && !l->keeps_version) || l->stashed",
+    find: "  if ((l->wrote && !l->keeps_version && !l->alone) || l->stashed",
     replace: "  if ((0) || l->stashed",
     tests: ["test_engine_basic", "test_growth"],
     why: "writers keep SQLite's cache: carried pages make unrelated commits conflict",
+  },
+  {
+    id: "lane-warm-misses-other-commits",
+    file: "vfs/lane.c",
+    find: "  if (l->warm && (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||",
+    replace: "  if (l->warm && (l->must_reset ||",
+    tests: ["test_engine_isolation"],
+    why: "a warm connection keeps SQLite's cache after another connection committed: it reads stale rows",
+  },
+  {
+    id: "commit-blind-unchecked",
+    file: "core/commit.c",
+    find: "  if (l->blind && others_committed(l)) {",
+    replace: "  if (0 && others_committed(l)) {",
+    tests: ["test_engine_isolation"],
+    why: "a connection warm after its own write while alone commits a copy of a row another connection changed since (read from SQLite's cache)",
   },
   {
     id: "lane-warm-writer-forgets-carried",

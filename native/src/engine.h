@@ -167,7 +167,7 @@ struct mw_db {
   char *path;                  /* full path of the database file (its first opener's) */
   mw_file_id id;               /* what the registry knows it by (guard.c) */
   mw_db *next;                 /* registry of open databases */
-  int refs;                    /* lanes open on it */
+  int refs;                    /* lanes open on it (registry_mu; atomic: txn_end reads it) */
   int page_size;
   mw_opts opts;                /* of the first opener */
   sqlite3_vfs *root;
@@ -448,6 +448,12 @@ struct mw_lane {
   int wrote;                   /* this snapshot took the write lock */
   int keeps_version;           /* the connection asked for PRAGMA data_version: its
                                   own commits keep it warm too (lane.c) */
+  int alone;                   /* at its last transaction's end, the only lane of its
+                                  database, without mw_mp (db.c sets it) */
+  int blind;                   /* warm after its own write while alone: SQLite's
+                                  cache holds pages its read set lacks, so its commit
+                                  is refused if any other commit came after its
+                                  snapshot (lane.c, commit.c) */
 
   /* A commit of a transaction that writes several engine databases (attached ones)
   ** waits for SQLite's commit phase two and is published with the others, all or

@@ -11,7 +11,9 @@
 **   4. a merged interior page: a key range read through it (max(id)) changed;
 **   5. a transaction writing main and an attached engine database: all or nothing;
 **   7. PRAGMA data_version changes only when another connection committed, and
-**      keeping it so never lets a stale cached page through. */
+**      keeping it so never lets a stale cached page through;
+**   8. the same for a connection alone on its database, which keeps its cache
+**      across its own commits without asking for data_version. */
 #include "test_engine_util.h"
 
 static const char *path;
@@ -309,6 +311,56 @@ static void data_version_carried(void) {
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 }
 
+/* SQLite's own count of the changes it saw (SQLITE_FCNTL_DATA_VERSION: not a PRAGMA,
+** so the connection is not marked as polling data_version). It moves by one at each
+** commit of the connection and by one each time SQLite drops its cache (pager_reset):
+** by two per write transaction when every one starts cold. */
+static unsigned file_version(sqlite3 *db) {
+  unsigned v = 0;
+  CHECK_RC(sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v), SQLITE_OK);
+  return v;
+}
+
+/* 8: a connection alone on its database keeps SQLite's cache across its own write
+** transactions (lane.c, "warm transactions"), as stock SQLite does. Once a second connection is open and commits, the first one reads
+** the new rows, and a copy it makes from a row it read from its cache (no xRead in
+** that transaction) while the second changed it is refused: the carried read set
+** holds the page. */
+static void alone_warm(void) {
+  fresh("CREATE TABLE t(k INTEGER PRIMARY KEY, v); INSERT INTO t VALUES(1, 10), (2, 20);"
+        "CREATE TABLE c(k INTEGER PRIMARY KEY, v)");
+  sqlite3 *a = tu_open(path, "");
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
+  unsigned v0 = file_version(a);
+  for (int i = 0; i < 50; i++) tu_exec(a, "UPDATE t SET v = v + 1 WHERE k = 1");
+  tu_exec(a, "BEGIN; UPDATE t SET v = v + 1 WHERE k = 1; INSERT INTO c VALUES(99, 0); COMMIT");
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 1") == 61);
+  CHECK(file_version(a) - v0 == 51); /* 51 commits, no cache dropped */
+
+  sqlite3 *b = tu_open(path, "");
+  tu_exec(b, "UPDATE t SET v = 100 WHERE k = 1");
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 1") == 100); /* not the cached 61 */
+
+  /* a is alone again once b closed: warm after its write, then b comes back. */
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+  tu_exec(a, "UPDATE t SET v = 12 WHERE k = 1");
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
+  tu_exec(a, "UPDATE t SET v = 13 WHERE k = 1");
+  b = tu_open(path, "");
+  tu_exec(a, "BEGIN");
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
+  tu_exec(b, "UPDATE t SET v = 21 WHERE k = 2");
+  CHECK(outcome(tu_try(a, "INSERT INTO c SELECT k, v FROM t WHERE k = 2")) == SQLITE_OK);
+  CHECK_RC(outcome(tu_try(a, "COMMIT")), SQLITE_BUSY_SNAPSHOT);
+  if (!sqlite3_get_autocommit(a)) tu_exec(a, "ROLLBACK");
+  CHECK(tu_int(a, "SELECT count(*) FROM c WHERE k = 2") == 0);
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 21);
+  CHECK(tu_int(b, "SELECT v FROM t WHERE k = 1") == 13);
+  CHECK(tu_integrity_ok(a));
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+}
+
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : 0;
   path = tu_db_path("isolation", "i.db");
@@ -328,6 +380,7 @@ int main(int argc, char **argv) {
   RUN("data_version", data_version());
   RUN("data_version_long", data_version_long());
   RUN("data_version_carried", data_version_carried());
+  RUN("alone_warm", alone_warm());
   tu_rmdir();
   printf("test_engine_isolation: ok\n");
   return 0;

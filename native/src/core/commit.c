@@ -421,6 +421,17 @@ static int validate_growth(commit *c) {
   return SQLITE_OK;
 }
 
+/* A blind lane (lane.c) read pages from SQLite's cache that its read set lacks: any
+** commit of another connection since its snapshot may have changed one. Exact under
+** the stripes: every committer holds page 1's from its validation to its install, so
+** no epoch is assigned meanwhile. */
+static int others_committed(mw_lane *l) {
+  mw_mutex_lock(&l->db->mu);
+  uint64_t newest = l->db->assigned;
+  mw_mutex_unlock(&l->db->mu);
+  return newest - l->snap != (uint64_t)l->nown;
+}
+
 /* 4c. Pages read. With mw_readcheck (the default), and always for a schema change,
 ** every page read that changed since the snapshot refuses the commit, except an
 ** interior table page that still routes every key range read the same way. With
@@ -435,6 +446,10 @@ static int validate_reads(commit *c, int meta_changed) {
   int full = l->readcheck || ddl;
   /* A page read could not be recorded (no memory): the read set is incomplete. */
   if (l->rs.failed) return SQLITE_NOMEM;
+  if (l->blind && others_committed(l)) {
+    c->conflict = MW_STAT_CONFLICT_READ;
+    return SQLITE_OK;
+  }
   if (full && meta_changed && (!c->writes_page1 || c->relocated)) {
     c->conflict = MW_STAT_CONFLICT_READ;
     return SQLITE_OK;

@@ -387,7 +387,7 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
       registry = db;
     }
   }
-  if (rc == SQLITE_OK) db->refs++;
+  if (rc == SQLITE_OK) __atomic_add_fetch(&db->refs, 1, __ATOMIC_RELAXED); /* also read under db->mu */
   mw_mutex_unlock(&registry_mu);
   *out = rc == SQLITE_OK ? db : 0;
   return rc;
@@ -396,7 +396,7 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
 int mw_db_release(mw_db *db) {
   int rc = SQLITE_OK;
   mw_mutex_lock(&registry_mu);
-  if (--db->refs > 0) {
+  if (__atomic_sub_fetch(&db->refs, 1, __ATOMIC_RELAXED) > 0) {
     mw_mutex_unlock(&registry_mu);
     return SQLITE_OK;
   }
@@ -728,6 +728,7 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   ** none while no turn is held or queued. */
   if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
   if (db->mp) mw_mp_floor(db, db->oldest); /* a compactor may go that far now */
+  l->alone = __atomic_load_n(&db->refs, __ATOMIC_RELAXED) == 1 && !db->mp;
   int wake = 0;
   mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);

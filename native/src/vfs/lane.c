@@ -58,7 +58,14 @@ int *mw_thread_write_locks(void) { return &thread_write_locks; }
 ** value moves only when another connection commits, as in stock SQLite. The price:
 ** its read set then also carries the pages its earlier transactions read and wrote,
 ** so its later commits may be refused on pages they did not use. Only connections
-** that poll data_version pay it. */
+** that poll data_version pay it.
+**
+** A connection alone on its database (db.c sets `alone` at each transaction's end)
+** stays warm after its writes too, but blind: its read set is only the current
+** transaction's, and commit.c refuses its commit if any other commit came after its
+** snapshot. Carrying the read set instead made every commit of a lone inserter
+** validate thousands of pages. A second connection costs it at most one refusal:
+** after that commit its next snapshot has moved, and it starts cold. */
 #define MW_WARM_PAGES 65536u          /* pages carried in the read set, at most */
 #define MW_WARM_WAL ((uint64_t)16 << 20) /* bytes of the private WAL kept, at most */
 
@@ -74,6 +81,7 @@ static void go_cold(mw_lane *l) {
   mw_pageset_clear(&l->rs);
   l->warm = 0;
   l->must_reset = 0;
+  l->blind = 0;
 }
 
 /* ---------------------------------------------------------------- snapshots */
@@ -104,6 +112,9 @@ static void snap_begin(mw_lane *l) {
     go_cold(l);
     l->cold_start = 1;
   }
+  /* A blind lane is validated against every commit (commit.c): its read set is only
+  ** this transaction's, so that validation stays short. */
+  if (l->blind) mw_pageset_clear(&l->rs);
 }
 
 static void snap_end(mw_lane *l) {
@@ -115,9 +126,11 @@ static void snap_end(mw_lane *l) {
   l->last_nown = l->nown;
   l->nown = 0;
   /* A stash still here was rolled back (phase two never came). */
-  if ((l->wrote && !l->keeps_version) || l->stashed || l->poisoned || l->rs.failed ||
+  if ((l->wrote && !l->keeps_version && !l->alone) || l->stashed || l->poisoned || l->rs.failed ||
       l->reloc_epoch > l->snap)
     l->must_reset = 1;
+  else if (l->wrote && !l->keeps_version)
+    l->blind = 1;
   l->wrote = 0;
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
   l->warm = 1;
