@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "d1f5fa5161ad1a0c6b7588216f384c7347477486d36f34468b8d13b4982b18ad",
-        "size": 1804168
+        "sha256": "4984426e89dfb2eb2f130d960e4c6e385061a3ff1b9fb875ca0cd5becc81534a",
+        "size": 1804312
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "4f5704cabc89900d5ea16836a416cdd14a4d6ba7dcec1e60ae67de47af884011",
-        "size": 245120
+        "sha256": "04db38d15ff287811287f8790825db8a8e676bdda14246349ceb37feadeb5a2b",
+        "size": 245264
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "ac3607eef48f2cc8fb79aed9720dea8753c7e4b39f9b3e5a7da4d210acfc1b94",
-        "size": 1747192
+        "sha256": "ff2267b453018e96ece854a118a39166ec691f9bb5b58559be182e7fdc07d116",
+        "size": 1747352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "5d0cc1110ab50499f4ecf85f4b895a80aa6c95859de971ada8ab8fc7e5f58787",
-        "size": 237472
+        "sha256": "71483bcd1959354df51dd5e258c174c281ccf7cdbba3999ae7b63872a06006b9",
+        "size": 237616
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "061b8bb15aa7b784bd37647b1b3d6eacd209388ae04b4f8ddb73b611237b8964",
-        "size": 1802184
+        "sha256": "f138695f22affae0eeecb3e63a9476c56e5f1be3805b607d7988548d03a24a21",
+        "size": 1802328
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "456ac21a889ee3c83cd7ab5e5d1fb94ce75e5a397583fbe36b94d714f8a2ddb6",
-        "size": 244424
+        "sha256": "0b11e50629474459e35d96961e982c1724b7505b6fa790978b05a563eaddcf95",
+        "size": 244568
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "1543b8d8db40a7714852f326ce3cf2472c817436001ccd525e0fb85f9dcf595e",
-        "size": 1745360
+        "sha256": "6bce96f93ae30d4c372995df86aef6a03f841167dac4e2200c975ea3adfbc7e9",
+        "size": 1745520
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "18f11240622ce91d4fa135ccd71e33596f7ea04059b46d0eed419fbf5b54f82d",
-        "size": 236848
+        "sha256": "a73e7d9b4d907fe59b564b086471f19f3e1637e389b21c974cbec3b5ad65b605",
+        "size": 236992
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "c29968c7399cf6c09d5c8b9bbbb38954fb38868bb66bc76ae98ac60c8e63650b",
+        "sha256": "812227919c913b06af0d53363dd1c425f691656db46dc914872231f07c67f121",
         "size": 1759796
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "ab9f1382ae59b36932aa7a42d1db9e3a902f9f2e36fb780ff398dfcbfb4dbf52",
+        "sha256": "9637ae699eec18284314fa724c33a68630bac7a4197f94055916f7c6007956d6",
         "size": 246591
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "7718bfb78ea789df065bb3163a73ab2ba314f869919afe8869f1ab0e4a609e77",
+        "sha256": "f077394732019eb26ee50af683106eb8aff76402ae7d112f8ffc1cc1cbbb761d",
         "size": 1848000
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "fccbb9d733f7f010363c1290f47e98c3659e49b3e1eb511007b2caee301067d2",
+        "sha256": "13d2adec75b33e927bab06aac7b761c697f5c00f910b3d8de801cd6d79314547",
         "size": 294232
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "b5065b8ac87b51ce4d5d830a0d71265d4f2e01d86145cc17c24fc98273f4db65",
+        "sha256": "1860f1197396e47dce11ec85185f41d45a253f7a039943c4cadfae0a952818f9",
         "size": 1671168
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "4c5dd159bfe649ad37b3f1025a0ec5b0214ac5642ce9d2983640fd49a6f56558",
-        "size": 173056
+        "sha256": "5da70666214873c0bc6f125ce4d468f0abd5323603d377a9611a609110b197c2",
+        "size": 173568
       }
     }
   }
