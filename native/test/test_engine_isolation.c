@@ -285,6 +285,20 @@ static void data_version_long(void) {
   CHECK_RC(sqlite3_close(s), SQLITE_OK);
 }
 
+/* a copies row 2 of t (v = 20) into c, reading it from SQLite's cache only (a's
+** previous transaction read that page), while b changes it to 21: a's commit must be
+** refused, and nothing copied. */
+static void cached_copy_refused(sqlite3 *a, sqlite3 *b) {
+  tu_exec(a, "BEGIN");
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
+  tu_exec(b, "UPDATE t SET v = 21 WHERE k = 2");
+  CHECK(outcome(tu_try(a, "INSERT INTO c SELECT k, v FROM t WHERE k = 2")) == SQLITE_OK);
+  CHECK_RC(outcome(tu_try(a, "COMMIT")), SQLITE_BUSY_SNAPSHOT);
+  if (!sqlite3_get_autocommit(a)) tu_exec(a, "ROLLBACK");
+  CHECK(tu_int(a, "SELECT count(*) FROM c WHERE k = 2") == 0);
+  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 21);
+}
+
 /* 7b: the price of 7 is paid in conflicts, never in isolation. A reads row 2 from
 ** the page its previous commit wrote, which SQLite serves from its cache (no xRead
 ** in this transaction), and copies it into another table; B changes row 2 in
@@ -297,14 +311,8 @@ static void data_version_carried(void) {
   CHECK_RC(sqlite3_prepare_v2(a, "PRAGMA data_version", -1, &dv, 0), SQLITE_OK);
   CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
   tu_exec(a, "UPDATE t SET v = 11 WHERE k = 1");
-  tu_exec(a, "BEGIN");
-  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
-  tu_exec(b, "UPDATE t SET v = 21 WHERE k = 2");
-  CHECK(outcome(tu_try(a, "INSERT INTO c SELECT k, v FROM t WHERE k = 2")) == SQLITE_OK);
-  CHECK_RC(outcome(tu_try(a, "COMMIT")), SQLITE_BUSY_SNAPSHOT);
-  if (!sqlite3_get_autocommit(a)) tu_exec(a, "ROLLBACK");
+  cached_copy_refused(a, b);
   CHECK(tu_int(a, "SELECT count(*) FROM c") == 0);
-  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 21);
   CHECK(tu_integrity_ok(a));
   sqlite3_finalize(dv);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
@@ -347,14 +355,7 @@ static void alone_warm(void) {
   CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
   tu_exec(a, "UPDATE t SET v = 13 WHERE k = 1");
   b = tu_open(path, "");
-  tu_exec(a, "BEGIN");
-  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 20);
-  tu_exec(b, "UPDATE t SET v = 21 WHERE k = 2");
-  CHECK(outcome(tu_try(a, "INSERT INTO c SELECT k, v FROM t WHERE k = 2")) == SQLITE_OK);
-  CHECK_RC(outcome(tu_try(a, "COMMIT")), SQLITE_BUSY_SNAPSHOT);
-  if (!sqlite3_get_autocommit(a)) tu_exec(a, "ROLLBACK");
-  CHECK(tu_int(a, "SELECT count(*) FROM c WHERE k = 2") == 0);
-  CHECK(tu_int(a, "SELECT v FROM t WHERE k = 2") == 21);
+  cached_copy_refused(a, b);
   CHECK(tu_int(b, "SELECT v FROM t WHERE k = 1") == 13);
   CHECK(tu_integrity_ok(a));
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
