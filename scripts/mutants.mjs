@@ -308,4 +308,28 @@ export const MUTANTS = [
     tests: ["test_mp"],
     why: "a lazy page whose record a compaction dropped from the log is not taken from the database file",
   },
+  {
+    id: "mp-turn-not-taken",
+    file: "core/db.c",
+    find: "  if (db->mp && db->turn == l && !l->mp_turn) take_mp_turn_locked(db, l);",
+    replace: "",
+    tests: ["test_mp_turn"],
+    why: "the holder of a process's turn does not take the turn across processes: the writers of different processes refuse each other",
+  },
+  {
+    id: "mp-foreign-not-early",
+    file: "core/db.c",
+    find: "    if (nx->epoch != e + 1 || !(nx->foreign || __atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE)))",
+    replace: "    if (nx->epoch != e + 1 || !__atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE))",
+    tests: ["test_mp_turn"],
+    why: "a turn holder's snapshot leaves out the previous holder's record of another process until it is durable: the holder works on a stale state",
+  },
+  {
+    id: "mp-turn-dead-owner-kept",
+    file: "processes/mp.c",
+    find: "    int dead = held > (uint64_t)TURN_POLL_MS * 1000000u && o <= MW_MP_SLOTS &&",
+    replace: "    int dead = 0 && held > (uint64_t)TURN_POLL_MS * 1000000u && o <= MW_MP_SLOTS &&",
+    tests: ["test_mp_turn"],
+    why: "a process that died holding the turn across processes is not passed over until MW_TURN_HOLD_MS",
+  },
 ];

@@ -206,6 +206,9 @@ struct mw_db {
   int compactor_running;       /* the job is added */
   int compactor_idle;          /* its last step found nothing left: no timer runs */
   uint64_t compact_last;       /* when the last compaction started (ns) */
+  uint64_t compact_below;      /* mw_mp=1: when a compaction last found another
+                                  process's floor below this one's oldest snapshot
+                                  (ns): it cannot compact, the lowest can (compact.c) */
   int want_compact;
   int64_t compactions;
   int64_t pinned;
@@ -354,6 +357,17 @@ void mw_mp_floor(mw_db *db, uint64_t oldest);
 /* The compactor's tick: catch up (so that an idle process's floor advances), follow a
 ** log switch, learn the shared compacted epoch. */
 void mw_mp_tick(mw_db *db);
+/* The hot-spot turn across processes: the lane holding a database's turn in its
+** process (turn.c) takes this one too before its snapshot (db.c), so that the
+** conflicting writers of different processes run in turn instead of refusing each
+** other. take waits (bounded: an owner that died or kept it over MW_TURN_HOLD_MS is
+** passed over) and returns 1 once this process holds it, 0 when it gave up (the
+** database broke); give hands it to the earliest waiting process. */
+int mw_mp_turn_take(mw_db *db);
+void mw_mp_turn_give(mw_db *db);
+/* Syncs the log up to `end` (records of other processes a turn holder's snapshot
+** read) and makes what that covered visible. */
+void mw_mp_sync_to(mw_db *db, uint64_t end);
 
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */
@@ -476,6 +490,8 @@ struct mw_lane {
   int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (commit.c
                                   keeps it, turn.c reads it) */
   int held_turn;               /* this transaction began holding the turn */
+  int mp_turn;                 /* it holds the turn across processes too (mw_mp=1;
+                                  db.c takes it, turn.c gives it back with the turn) */
   int lost_turn;               /* its last refusal was while holding a turn that was
                                   not exclusive: the next one is (turn.c) */
   int touched;                 /* this snapshot read a page through xRead */

@@ -8,7 +8,8 @@
 **  5. assign: the epoch and the log offset together (under db->mu);
 **  6. install: the versions (not yet visible), then unlock the stripes;
 **  7. make_durable: a turn holder hands the turn over first (the next holder's
-**     snapshot includes this installed commit, turn.c / db.c); append the record
+**     snapshot includes this installed commit, turn.c / db.c; mw_mp=1: once the
+**     record is published, mp_publish); append the record
 **     to the log, wait for the group sync;
 **  8. make_visible: strictly in epoch order.
 ** Relocation (growth.c, engine.md section 7) plugs in at step 4 where the only
@@ -587,6 +588,16 @@ static int install(commit *c) {
   return rc;
 }
 
+/* mw_mp=1: the record is written whole (rc SQLITE_OK: published) or given up, and
+** the publication lock released. A turn holder hands the turn over here, not at
+** install: the next holder may be another process, whose catch-up finds only
+** published records. */
+static void mp_publish(commit *c, int rc, uint64_t end) {
+  mw_mp_commit_end(c->l->db, rc, c->epoch, end);
+  c->mp_locked = 0;
+  if (c->l->held_turn) mw_db_turn_pass(c->l->db, c->l);
+}
+
 /* 7. Durable: synchronous=FULL/EXTRA (the default) is acknowledged once synced; OFF
 ** and NORMAL once written, as stock SQLite's WAL acknowledges them without a sync.
 ** A later synced commit covers this one (the log is written as a prefix), and the
@@ -599,8 +610,7 @@ static int make_durable(commit *c, int rc) {
     /* Assigned but not submittable: poison the log, or the commits behind this
     ** offset would wait forever. */
     mw_log_fail(db->log, rc);
-    if (c->mp_locked) mw_mp_commit_end(db, rc, 0, 0);
-    c->mp_locked = 0;
+    if (c->mp_locked) mp_publish(c, rc, end);
     return rc;
   }
   rc = mw_log_submit(db->log, c->offset, c->epoch, c->db_pages, c->nw, c->wp,
@@ -610,8 +620,7 @@ static int make_durable(commit *c, int rc) {
     /* mw_mp=1: the record is written whole before the others may write after it;
     ** every commit is synced (the others make a record visible once durable). */
     if (rc == SQLITE_OK) rc = mw_log_wait_written(db->log, end);
-    mw_mp_commit_end(db, rc, c->epoch, end);
-    c->mp_locked = 0;
+    mp_publish(c, rc, end);
     if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, end);
     if (rc == SQLITE_OK) mw_mp_durable(db, end);
   } else if (rc == SQLITE_OK) {
@@ -702,8 +711,8 @@ static void finish(commit *c) {
 static int complete(commit *c, int rc) {
   /* The turn does not wait for the disk: the holder hands it over now, and the
   ** next holder's snapshot includes this commit (db.c); acknowledgements still
-  ** wait for the sync below. */
-  if (c->l->held_turn) mw_db_turn_pass(c->l->db, c->l);
+  ** wait for the sync below. With mw_mp=1, once published (mp_publish). */
+  if (c->l->held_turn && !c->l->db->mp) mw_db_turn_pass(c->l->db, c->l);
 #ifdef MW_TAIL_TRACE
   uint64_t t0 = mw_now_ns();
 #endif

@@ -628,7 +628,9 @@ static uint64_t installed_prefix_locked(mw_db *db, uint32_t *pSize) {
   *pSize = db->visible_size;
   while (e < db->assigned) {
     const mw_pending *nx = &db->ring[(e + 1) % MW_RING];
-    if (nx->epoch != e + 1 || !__atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE)) break;
+    /* Another process's record (mw_mp=1) is in the store once in the ring. */
+    if (nx->epoch != e + 1 || !(nx->foreign || __atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE)))
+      break;
     e++;
     *pSize = nx->size;
   }
@@ -636,6 +638,42 @@ static uint64_t installed_prefix_locked(mw_db *db, uint32_t *pSize) {
 }
 
 static void join_locked(mw_lane *l, mw_owner *me);
+
+/* mw_mp=1: the holder of the turn in this process takes the turn across processes
+** (mp.c), without db->mu (other lanes go on meanwhile), then applies what the
+** previous holders published, which its snapshot is to include. If it lost this
+** process's turn while it waited, the other one goes back at once. */
+static void take_mp_turn_locked(mw_db *db, mw_lane *l) {
+  mw_mutex_unlock(&db->mu);
+  int got = mw_mp_turn_take(db);
+  if (got) mw_mp_refresh(db);
+  mw_mutex_lock(&db->mu);
+  if (!got) return;
+  mw_crash_point("mp_turn_taken");
+  if (db->turn == l) l->mp_turn = 1;
+  else mw_mp_turn_give(db);
+}
+
+/* Until every commit the lane's snapshot includes is visible, or the database broke.
+** Those of this process become visible by their committers' syncs (db->cv); a
+** record of another process (mw_mp=1) by a sync that nothing here would signal, so
+** the waiter syncs the log that far itself (a sync covers every record before it). */
+static void wait_snapshot_visible_locked(mw_db *db, mw_lane *l) {
+  while (l->reg > db->visible && !db->broken) {
+    uint64_t end = 0;
+    if (db->mp)
+      for (uint64_t e = db->visible + 1; e <= l->reg; e++)
+        if (db->ring[e % MW_RING].foreign) end = db->ring[e % MW_RING].end;
+    if (end == 0) {
+      mw_cond_wait(&db->cv, &db->mu);
+      continue;
+    }
+    mw_mutex_unlock(&db->mu);
+    mw_mp_sync_to(db, end);
+    mw_mutex_lock(&db->mu);
+    if (l->reg > db->visible && !db->broken) mw_cond_timedwait_ms(&db->cv, &db->mu, 1);
+  }
+}
 #ifdef MW_TAIL_TRACE
 _Thread_local mw_tail_trace mw_tail;
 #endif
@@ -650,6 +688,7 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   join_locked(l, me); /* the thread that begins it: its first user */
   MW_TAIL(t1 = mw_now_ns());
   mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
+  if (db->mp && db->turn == l && !l->mp_turn) take_mp_turn_locked(db, l);
   MW_TAIL(mw_tail.turn_ns += mw_now_ns() - t1);
   db->active++;
   l->counted = 1;
@@ -694,7 +733,7 @@ void mw_db_turn_pass(mw_db *db, mw_lane *l) {
 
 void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l) {
   mw_mutex_lock(&db->mu);
-  while (l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
+  wait_snapshot_visible_locked(db, l);
   mw_mutex_unlock(&db->mu);
 }
 
@@ -708,7 +747,7 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   ** complete on a commit a crash can take away. A writer's commit already waited
   ** for them. (Reads from SQLite's cache need no wait: a lane whose snapshot moved
   ** past its previous one starts cold, so what it reads comes through xRead.) */
-  while (l->touched && l->reg > db->visible && !db->broken) mw_cond_wait(&db->cv, &db->mu);
+  if (l->touched) wait_snapshot_visible_locked(db, l);
   /* The end of a cold start's snapshot (nothing read; SQLite locks again at once)
   ** keeps the turn: otherwise the holder would give it up before it began. */
   int keep_turn = l->cold_start && !l->touched;

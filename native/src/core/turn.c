@@ -26,6 +26,8 @@
 ** the commits installed but not yet durable (db.c), so the turn does not wait for
 ** the disk.
 **
+** With mw_mp=1 the holder also takes the turn across processes (db.c, mp.c); it goes
+** back with this one (unlink_locked).
 ** Owns: db->turn, db->turn_exclusive, db->turn_head, db->turn_tail, db->turn_since
 ** and the lanes' turn_next / turn_queued (the heat is kept by commit.c). Every function runs under
 ** db->mu. Never touches the snapshot registry or the epochs (db.c does, around
@@ -59,6 +61,11 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
   if (db->turn == l) {
     db->turn = 0;
     db->turn_exclusive = 0;
+  }
+  if (l->mp_turn) {
+    /* The turn across processes goes with this one (db.c took it, mp.c). */
+    l->mp_turn = 0;
+    mw_mp_turn_give(db);
   }
   mw_cond_broadcast(&db->turn_cv);
   /* Only the head's thread has anything to do: waking the whole queue at every

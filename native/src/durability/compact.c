@@ -84,6 +84,9 @@ int mw_compact_now(mw_db *db, int final) {
   uint64_t limit = 0;
   int rc = mw_mp_compact_begin(db, &limit);
   if (rc == SQLITE_BUSY) {
+    mw_mutex_lock(&db->mu);
+    db->compact_below = mw_now_ns(); /* another compacts, or this one is behind */
+    mw_mutex_unlock(&db->mu);
     gc(db);
     return SQLITE_OK;
   }
@@ -108,7 +111,10 @@ static int compact_now(mw_db *db, int final, uint64_t limit) {
   ** may have passed T already (the newest version <= T of a page gone for a newer
   ** one), so T cannot be written from this store. The process with the lowest floor
   ** can: its compactor tries on its next tick. */
-  if (m < db->oldest) m = since;
+  if (m < db->oldest) {
+    m = since;
+    db->compact_below = mw_now_ns();
+  }
   /* T is pinned like a snapshot until the file holds it: pruning keeps the newest
   ** version <= T of every page (without the pin, a page whose version at T was
   ** pruned would be skipped, and page 1's size at T with it). db->oldest <= T
@@ -204,9 +210,22 @@ static uint64_t compactor_step(void *arg) {
   /* mw_mp=1: the log grows with every process's commits, and the process that can
   ** compact is the one with the lowest floor (compact_now), often an idle one that
   ** commits nothing (commits kick their own compactor only). */
-  if (db->mp && db->visible > db->compacted && mw_log_size(db->log) > db->opts.log_max_bytes)
-    run = 1;
+  int behind = db->mp && db->visible > db->compacted &&
+               mw_log_size(db->log) > db->opts.log_max_bytes;
+  if (behind) run = 1;
+#else
+  int behind = 0;
 #endif
+  /* A process whose last try could not compact (another process's floor below its
+  ** own oldest snapshot, or another compactor at work) waits a while: its commits
+  ** kick it at every one, and each try took the join lock that the process with the
+  ** lowest floor, the one that can compact, needs (4 writers starved it: their log
+  ** grew to 24 MB with mw_log_max_mb=1 before an idle process compacted once). */
+  uint64_t pause = (uint64_t)TICK_MS * 1000000u / 10;
+  if (run && db->mp && db->compact_below && now - db->compact_below < pause) {
+    mw_mutex_unlock(&db->mu);
+    return pause - (now - db->compact_below);
+  }
   db->want_compact = 0;
   mw_mutex_unlock(&db->mu);
   if (run) {
@@ -220,6 +239,11 @@ static uint64_t compactor_step(void *arg) {
   int idle = !db->want_compact && db->visible == db->compacted && db->chains == 0 && !db->mp;
   db->compactor_idle = idle;
   mw_mutex_unlock(&db->mu);
+  /* mw_mp=1 with the log over its limit: look again soon. Only the process with the
+  ** lowest floor can compact, and that is often one that commits nothing, whose floor
+  ** advances at its ticks only: at one tick per TICK_MS, writers that commit a few
+  ** thousand transactions a second grew the log to many times its limit. */
+  if (behind) return (uint64_t)TICK_MS * 1000000u / 10;
   return idle ? 0 : (uint64_t)TICK_MS * 1000000u;
 }
 
@@ -228,7 +252,10 @@ int mw_compactor_start(mw_db *db) {
   db->compactor_idle = 0;
   /* No thread to be had (the process is out of them): the open fails with a code that
   ** says so, and db.c's message. */
-  if (mw_bg_add(&db->compactor, compactor_step, db, (uint64_t)TICK_MS * 1000000u) != SQLITE_OK)
+  /* mw_mp=1: the first tick soon, so that this process's floor follows the others'
+  ** commits from the start (until it ticks, nobody can compact past its open). */
+  uint64_t first = (uint64_t)TICK_MS * 1000000u / (db->mp ? 10 : 1);
+  if (mw_bg_add(&db->compactor, compactor_step, db, first) != SQLITE_OK)
     return SQLITE_CANTOPEN;
   db->compactor_running = 1;
   return SQLITE_OK;

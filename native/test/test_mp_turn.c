@@ -1,0 +1,225 @@
+/* The hot-spot turn across processes (mw_mp=1; mp.c, "the turn across processes"):
+**  - hot: 4 processes, one connection each, increment one row; the conflicting
+**    writers of different processes run in turn: few refusals per commit (without the
+**    turn, about two per commit), every process took turns, and some holder's
+**    snapshot included another process's record before it was durable (its early
+**    snapshots); the row counts every acknowledged commit, integrity ok;
+**  - dead: 3 processes on the row, one aborted right after it took the turn across
+**    processes (crash point mp_turn_taken): the others are not held up by the dead
+**    owner (passed over within milliseconds, not MW_TURN_HOLD_MS) and every
+**    acknowledged commit is there.
+** The program runs itself again as each writer. MW_MP_CASE=<name> runs one case. */
+#include "test_engine_util.h"
+#include "engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const char *prog = "test_mp_turn";
+static const char *self_exe;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* MW_TEST_SCALE (scripts/sanitize.sh, emulation) shrinks the loops. */
+static double scale(void) {
+  const char *e = getenv("MW_TEST_SCALE");
+  double v = e ? atof(e) : 1.0;
+  return v > 0 ? v : 1.0;
+}
+
+typedef struct result {
+  long long commits, refusals, turns, early, slowest_us;
+} result;
+
+/* argv: writer <path> <id> <n>. Increments row 1 n times (each acknowledged commit
+** appended to <path>.ack<id>), then leaves its figures in <path>.res<id>. */
+static int writer_main(char **argv) {
+  const char *path = argv[2];
+  int id = atoi(argv[3]);
+  long n = atol(argv[4]);
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  char f[400];
+  snprintf(f, sizeof f, "%s.ack%d", path, id);
+  int fd = open(f, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  CHECK(fd >= 0);
+  result r = { 0 };
+  for (long k = 0; k < n;) {
+    uint64_t t0 = now_ns();
+    int rc = sqlite3_exec(db, "BEGIN; UPDATE ct SET a = a + 1 WHERE id = 1; COMMIT;", 0, 0, 0);
+    if (rc == SQLITE_OK) {
+      uint64_t us = (now_ns() - t0) / 1000;
+      if ((long long)us > r.slowest_us) r.slowest_us = (long long)us;
+      char one = 1;
+      CHECK(write(fd, &one, 1) == 1);
+      k++;
+      continue;
+    }
+    int x = sqlite3_extended_errcode(db);
+    if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+    if ((x & 0xff) != SQLITE_BUSY) {
+      fprintf(stderr, "%s: writer %d: %d %s\n", prog, id, x, sqlite3_errmsg(db));
+      return 2;
+    }
+  }
+  close(fd);
+  r.commits = tu_stat(db, MW_STAT_COMMITS);
+  r.refusals = tu_stat(db, MW_STAT_CONFLICT_WRITE) + tu_stat(db, MW_STAT_CONFLICT_READ);
+  r.turns = tu_stat(db, MW_STAT_TURNS);
+  r.early = __atomic_load_n(&mw_early_snapshots, __ATOMIC_RELAXED);
+  snprintf(f, sizeof f, "%s.res%d", path, id);
+  FILE *fp = fopen(f, "w");
+  CHECK(fp != 0);
+  fprintf(fp, "%lld %lld %lld %lld %lld\n", r.commits, r.refusals, r.turns, r.early, r.slowest_us);
+  CHECK(fclose(fp) == 0);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return 0;
+}
+
+static pid_t spawn_writer(const char *path, int id, long n, const char *crash_at) {
+  char ids[32], ns[32];
+  snprintf(ids, sizeof ids, "%d", id);
+  snprintf(ns, sizeof ns, "%ld", n);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    if (crash_at) setenv("MW_CRASH_AT", crash_at, 1);
+    else unsetenv("MW_CRASH_AT");
+    const char *emu = getenv("MW_TEST_EMULATOR"); /* as test_mp.c */
+    if (emu && *emu) {
+      char *args[] = { (char *)emu, (char *)self_exe, "writer", (char *)path, ids, ns, 0 };
+      execvp(emu, args);
+    } else {
+      char *args[] = { (char *)self_exe, "writer", (char *)path, ids, ns, 0 };
+      execv(self_exe, args);
+    }
+    _exit(127);
+  }
+  return pid;
+}
+
+static int wait_status(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static long acks(const char *path, int id) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.ack%d", path, id);
+  struct stat st;
+  return stat(f, &st) == 0 ? (long)st.st_size : 0;
+}
+
+static result read_result(const char *path, int id) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.res%d", path, id);
+  FILE *fp = fopen(f, "r");
+  CHECK(fp != 0);
+  result r;
+  CHECK(fscanf(fp, "%lld %lld %lld %lld %lld", &r.commits, &r.refusals, &r.turns, &r.early,
+               &r.slowest_us) == 5);
+  fclose(fp);
+  return r;
+}
+
+static void make_row(const char *path) {
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE ct(id INTEGER PRIMARY KEY, a INTEGER NOT NULL)");
+  tu_exec(db, "INSERT INTO ct VALUES (1, 0)");
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+}
+
+/* Every acknowledged increment is in the row (and no other), the file is sound. */
+static long check_row(const char *path, int nids) {
+  long total = 0;
+  for (int i = 0; i < nids; i++) total += acks(path, i);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  int64_t a = tu_int(s, "SELECT a FROM ct WHERE id = 1");
+  if (a != total) fprintf(stderr, "%s: row says %lld, %ld acknowledged\n", prog, (long long)a, total);
+  CHECK(a == total);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  return total;
+}
+
+static void hot(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/hot.db", dir);
+  make_row(path);
+  long n = (long)(1500 * scale());
+  if (n < 100) n = 100;
+  enum { W = 4 };
+  pid_t pids[W];
+  for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, 0);
+  for (int i = 0; i < W; i++) CHECK(wait_status(pids[i]) == 0);
+  long long commits = 0, refusals = 0, early = 0;
+  for (int i = 0; i < W; i++) {
+    result r = read_result(path, i);
+    CHECK(r.commits == n);
+    CHECK(r.turns > 0); /* every process queued for the turn at some point */
+    commits += r.commits;
+    refusals += r.refusals;
+    early += r.early;
+  }
+  CHECK(check_row(path, W) == W * n);
+  double per100 = 100.0 * (double)refusals / (double)commits;
+  printf("%s: hot: %d processes, %lld commits, %.1f refusals per 100, %lld snapshots took "
+         "another process's record before it was durable\n", prog, W, commits, per100, early);
+  /* Without the turn across processes: 150 to 250 per 100 on 2 cores. */
+  CHECK(per100 < 50.0);
+  CHECK(early > 0);
+}
+
+static void dead(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/dead.db", dir);
+  make_row(path);
+  long n = (long)(600 * scale());
+  if (n < 100) n = 100;
+  enum { W = 3 };
+  pid_t pids[W];
+  for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, i == 0 ? "mp_turn_taken:5" : 0);
+  CHECK(wait_status(pids[0]) != 0); /* aborted holding the turn */
+  long long slowest = 0;
+  for (int i = 1; i < W; i++) {
+    CHECK(wait_status(pids[i]) == 0);
+    result r = read_result(path, i);
+    CHECK(r.commits == n);
+    if (r.slowest_us > slowest) slowest = r.slowest_us;
+  }
+  long total = check_row(path, W);
+  printf("%s: dead: the turn's owner died holding it; %ld commits acknowledged, all there; "
+         "the survivors' slowest commit took %.1f ms\n", prog, total, (double)slowest / 1000.0);
+  /* Passed over as dead after TURN_POLL_MS (mp.c), not after MW_TURN_HOLD_MS (a few
+  ** ms against 500; under the sanitizers some 10 to 60). Not checked under emulation,
+  ** where only the outcome counts. */
+  const char *emu = getenv("MW_TEST_EMULATOR");
+  if (!(emu && *emu)) CHECK(slowest < (long long)MW_TURN_HOLD_MS * 1000 * 8 / 10);
+}
+
+int main(int argc, char **argv) {
+  self_exe = argv[0];
+  if (argc == 5 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
+  self_exe = tu_abs_exe(self_exe);
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  const char *dir = tu_tmpdir("mp_turn");
+  static const struct { const char *name; void (*fn)(const char *); } cases[] = {
+    { "hot", hot }, { "dead", dead },
+  };
+  const char *only = getenv("MW_MP_CASE");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (only == 0 || strcmp(only, cases[i].name) == 0) cases[i].fn(dir);
+  tu_rmdir();
+  printf("%s: ok\n", prog);
+  return 0;
+}
