@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "4984426e89dfb2eb2f130d960e4c6e385061a3ff1b9fb875ca0cd5becc81534a",
-        "size": 1804312
+        "sha256": "0e91dd12e08719683fef5e5c0fb380273309c289bdcad251494c5b5b00ff4a5c",
+        "size": 1807256
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "04db38d15ff287811287f8790825db8a8e676bdda14246349ceb37feadeb5a2b",
-        "size": 245264
+        "sha256": "00dc0ad9d1329c5218110b645679d5521530566d23e72d31a748b1685080313c",
+        "size": 248144
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "ff2267b453018e96ece854a118a39166ec691f9bb5b58559be182e7fdc07d116",
-        "size": 1747352
+        "sha256": "85b9bc18a09657fe7eae371a6bd5e825065b5dc49f1b693ac2be7cd7dd1fdb7d",
+        "size": 1750352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "71483bcd1959354df51dd5e258c174c281ccf7cdbba3999ae7b63872a06006b9",
-        "size": 237616
+        "sha256": "1df60e6b4d39f6ba09c45e1034b7b814b60eeb31a533ccf758ac75ac075acbac",
+        "size": 240600
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "f138695f22affae0eeecb3e63a9476c56e5f1be3805b607d7988548d03a24a21",
-        "size": 1802328
+        "sha256": "cf8ecef3827606cb37606d35cc8125a571be3c2ff216a0e0a53ca6fa8142a91d",
+        "size": 1805240
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "0b11e50629474459e35d96961e982c1724b7505b6fa790978b05a563eaddcf95",
-        "size": 244568
+        "sha256": "9470b7cf80c0a630fa06963a034459e4eae3b6289bddce8a01dd041913ef479b",
+        "size": 247448
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "6bce96f93ae30d4c372995df86aef6a03f841167dac4e2200c975ea3adfbc7e9",
-        "size": 1745520
+        "sha256": "c645ef2a71d27d804e1aa4d5f5ed3a74f174d06c0bca43180d359a8531019c51",
+        "size": 1748520
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "a73e7d9b4d907fe59b564b086471f19f3e1637e389b21c974cbec3b5ad65b605",
-        "size": 236992
+        "sha256": "9b1f26ce467f8b8b91b8d76a5462eb6b20128e4b4029a6531d703fa7d603eca7",
+        "size": 239976
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "812227919c913b06af0d53363dd1c425f691656db46dc914872231f07c67f121",
-        "size": 1759796
+        "sha256": "64cc63fcc951095cafc5819d6b372bc2eafed3a14d42f6bc87bcbff60de469cb",
+        "size": 1764098
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "9637ae699eec18284314fa724c33a68630bac7a4197f94055916f7c6007956d6",
-        "size": 246591
+        "sha256": "24973ba1f0644727a67686869af1291da74a494d080776dd2171efb0304c06f7",
+        "size": 250893
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "f077394732019eb26ee50af683106eb8aff76402ae7d112f8ffc1cc1cbbb761d",
-        "size": 1848000
+        "sha256": "0a363eeebacd0a260bde7067f6b8bd4948dad7f48b13f0e420be79e3fa20f763",
+        "size": 1848208
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "13d2adec75b33e927bab06aac7b761c697f5c00f910b3d8de801cd6d79314547",
-        "size": 294232
+        "sha256": "7412c97679e631433f2510e42e1213f300e5cb03ea5799db62cfe309492f9e50",
+        "size": 294424
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "1860f1197396e47dce11ec85185f41d45a253f7a039943c4cadfae0a952818f9",
+        "sha256": "a9176ea2f4c5310be637f7ee3aba0c9939f09ae221f5d1dc79b719982cdcbc7e",
         "size": 1671168
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "5da70666214873c0bc6f125ce4d468f0abd5323603d377a9611a609110b197c2",
+        "sha256": "acfc121bd149f58157928ad22d5a736bf69f5881f70742ce4e0e7b9636a758c8",
         "size": 173568
       }
     }
