@@ -1,9 +1,10 @@
 /*
 ** crash.c: the crash points of the crash tests (docs/design.md, "Crash points"):
 ** MW_CRASH_AT=<name>[:n] aborts the process the n-th time (default the first) the
-** named point is reached.
+** named point is reached; and the delay points of the race tests: MW_DELAY_AT=
+** <name>:<us> sleeps that long every time the named point is reached.
 **
-** Owns: the parsed MW_CRASH_AT. Never touches: anything else.
+** Owns: the parsed MW_CRASH_AT and MW_DELAY_AT. Never touches: anything else.
 */
 #include "engine.h"
 
@@ -31,4 +32,27 @@ void mw_crash_point(const char *name) {
   int hit = want[0] && strcmp(want, name) == 0 && --count == 0;
   mw_mutex_unlock(&mu);
   if (hit) abort();
+}
+
+void mw_delay_point(const char *name) {
+  static mw_mutex mu = MW_MUTEX_INIT;
+  static int loaded;
+  static char want[64];
+  static unsigned us;
+  mw_mutex_lock(&mu);
+  if (!loaded) {
+    loaded = 1;
+    const char *e = getenv("MW_DELAY_AT");
+    if (e) {
+      size_t n = strcspn(e, ":");
+      if (n >= sizeof(want)) n = sizeof(want) - 1;
+      memcpy(want, e, n);
+      want[n] = 0;
+      long v = e[n] == ':' ? atol(e + n + 1) : 0;
+      us = v > 0 && v < 10000000 ? (unsigned)v : 0;
+    }
+  }
+  int hit = want[0] && us && strcmp(want, name) == 0;
+  mw_mutex_unlock(&mu);
+  if (hit) mw_sleep_us(us);
 }
