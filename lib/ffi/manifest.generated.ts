@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "0e91dd12e08719683fef5e5c0fb380273309c289bdcad251494c5b5b00ff4a5c",
-        "size": 1807256
+        "sha256": "17dc58e3bd9cabc7e4e15e35f70e292e0a60ff9ef3a5e6417af5aaa2ade16bbb",
+        "size": 1809560
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "00dc0ad9d1329c5218110b645679d5521530566d23e72d31a748b1685080313c",
-        "size": 248144
+        "sha256": "3c589910b6a9d6e5e69607fcb2707f21df267dfb9d71ae5fb3265098977bd737",
+        "size": 250416
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "85b9bc18a09657fe7eae371a6bd5e825065b5dc49f1b693ac2be7cd7dd1fdb7d",
-        "size": 1750352
+        "sha256": "04e59b37ed607f6d5c6d521891bdfc0b8956bf2ddf13d2111ef95f587a292216",
+        "size": 1752544
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "1df60e6b4d39f6ba09c45e1034b7b814b60eeb31a533ccf758ac75ac075acbac",
-        "size": 240600
+        "sha256": "1ac8141e851c8c21beb7da4840ca07f32fa957e211dcb2c8d7730d4d0467e420",
+        "size": 242808
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "cf8ecef3827606cb37606d35cc8125a571be3c2ff216a0e0a53ca6fa8142a91d",
-        "size": 1805240
+        "sha256": "326e9a065e9c0405ad0d31bcc75b4c722737645f9bc3e306f53c39a75aa226bd",
+        "size": 1807528
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "9470b7cf80c0a630fa06963a034459e4eae3b6289bddce8a01dd041913ef479b",
-        "size": 247448
+        "sha256": "557838ef22669dcfc188738aee53b37277c789042adff3cb0fde626d30419b25",
+        "size": 249704
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "c645ef2a71d27d804e1aa4d5f5ed3a74f174d06c0bca43180d359a8531019c51",
-        "size": 1748520
+        "sha256": "5522d21ddb867ef6701d6b0a52e7ea7f2d9e8974acbdb6ef222ec1026730d2f3",
+        "size": 1750712
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "9b1f26ce467f8b8b91b8d76a5462eb6b20128e4b4029a6531d703fa7d603eca7",
-        "size": 239976
+        "sha256": "337ece5c20318765b39aef271cbb887bb9fed60429a0b5892df9b6c11b0ece01",
+        "size": 242168
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "64cc63fcc951095cafc5819d6b372bc2eafed3a14d42f6bc87bcbff60de469cb",
-        "size": 1764098
+        "sha256": "2e3b809e9e9e604b631248d7b76f1993227d1e69fefeaf89249e492e89f700f5",
+        "size": 1764516
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "24973ba1f0644727a67686869af1291da74a494d080776dd2171efb0304c06f7",
-        "size": 250893
+        "sha256": "16174f4568b7be925ab0433437d3c04c40d7857eec5c02c86348c4c51392ace7",
+        "size": 251311
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "0a363eeebacd0a260bde7067f6b8bd4948dad7f48b13f0e420be79e3fa20f763",
-        "size": 1848208
+        "sha256": "c9ab5630af5cffa38370cdc316f955fde1c44a57312cc6de68ae14ac439556c7",
+        "size": 1848624
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "7412c97679e631433f2510e42e1213f300e5cb03ea5799db62cfe309492f9e50",
-        "size": 294424
+        "sha256": "b7bfdcc130c9c64cf6902a58967395ae5372c1dce9f7162ee6d850035e7e0c28",
+        "size": 294856
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "a9176ea2f4c5310be637f7ee3aba0c9939f09ae221f5d1dc79b719982cdcbc7e",
-        "size": 1671168
+        "sha256": "47f563574e6abbab09cfc1cb95857f05702f1bd8590a5aea8fb9d716fc781f44",
+        "size": 1672192
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "acfc121bd149f58157928ad22d5a736bf69f5881f70742ce4e0e7b9636a758c8",
-        "size": 173568
+        "sha256": "f24bfa2ef4a85dfc0bb6f99bde656852c0423cf5b3a1156adbd10b8de8b4c36d",
+        "size": 174080
       }
     }
   }
