@@ -6,7 +6,12 @@
 ** harness expected an error (is_engine_wal's name of the -wal in xAccess/xDelete,
 ** needs_conversion's at open). Here every allocation of an open and a first read,
 ** of a new file and of an existing WAL-mode one, is failed in turn; a round that
-** failed a non-benign allocation must end in an error. */
+** failed a non-benign allocation must end in an error. And an ATTACH of a new file and
+** a transaction over both (SQLite's mallocD-4): there the error must be SQLITE_NOMEM,
+** as the suite expects: the engine refuses the attached file (its conversion failed
+** for want of memory), and an ATTACH, which runs no auto-extension to report the
+** open's message, meets the refused file's methods, which once answered
+** SQLITE_CANTOPEN ("unable to open database file") whatever the cause. */
 #include "test_engine_util.h"
 
 static sqlite3_mem_methods real;
@@ -49,6 +54,33 @@ static int round_at(const char *path, int n, int *pHidden) {
   return !reached;
 }
 
+/* One ATTACH round: main open (no failure), then the ATTACH of a new file and a
+** transaction over both with the n-th allocation failed. 1 when no allocation was
+** failed. A non-benign failure must end in SQLITE_NOMEM. */
+static void remove_db(const char *path);
+static int attach_round(const char *path, const char *aux, int n, int *pWrong) {
+  remove_db(aux);
+  sqlite3 *db = tu_open(path, "");
+  tu_exec(db, "CREATE TABLE IF NOT EXISTS t(x)");
+  char sql[600];
+  snprintf(sql, sizeof sql, "ATTACH 'file:%s?vfs=multiwriter' AS aux; CREATE TABLE aux.u(y); "
+           "BEGIN; INSERT INTO t VALUES(1); INSERT INTO aux.u VALUES(2); COMMIT;", aux);
+  count = 0;
+  failed_hard = 0;
+  fail_at = n;
+  int rc = sqlite3_exec(db, sql, 0, 0, 0);
+  int hard = failed_hard, reached = count >= n;
+  fail_at = 0;
+  if (hard && rc != SQLITE_NOMEM) {
+    fprintf(stderr, "%s: allocation %d of the ATTACH failed (not benign): rc %d (%s), not "
+            "SQLITE_NOMEM\n", aux, n, rc, sqlite3_errmsg(db));
+    (*pWrong)++;
+  }
+  if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return !reached;
+}
+
 /* Removes the database and whatever an engine or stock open left beside it. */
 static void remove_db(const char *path) {
   static const char *const suffix[] = { "", "-mw", "-wal", "-shm", "-journal", "-mwshm" };
@@ -87,6 +119,13 @@ int main(void) {
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   hidden += fail_each(path, 0);
   CHECK(hidden == 0);
+  char aux[300];
+  snprintf(aux, sizeof aux, "%s/aux.db", dir);
+  int wrong = 0, n = 1;
+  for (; !attach_round(path, aux, n, &wrong); n++) CHECK(n < 20000);
+  printf("test_engine_oom: ATTACH of a new file and a transaction over both: %d allocations "
+         "failed in turn, %d not reported as SQLITE_NOMEM\n", n - 1, wrong);
+  CHECK(wrong == 0);
   tu_rmdir();
   printf("test_engine_oom: ok\n");
   return 0;

@@ -119,16 +119,23 @@ static int err_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
   memset(b, 0, (size_t)n);
   return SQLITE_IOERR_SHORT_READ;
 }
-static int err_refuse_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
-  return SQLITE_CANTOPEN;
+/* What the refused file answers: the engine's memory or I/O error when that was why
+** (an ATTACH meets it here: it runs no auto-extension to report the open's message),
+** else SQLITE_CANTOPEN. */
+static int err_code(sqlite3_file *f) {
+  int rc = ((mw_file *)f)->err_rc, prim = rc & 0xff;
+  return prim == SQLITE_NOMEM || prim == SQLITE_IOERR || prim == SQLITE_FULL ? rc : SQLITE_CANTOPEN;
 }
-static int err_refuse_trunc(sqlite3_file *f, sqlite3_int64 n) { return SQLITE_CANTOPEN; }
+static int err_refuse_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
+  return err_code(f);
+}
+static int err_refuse_trunc(sqlite3_file *f, sqlite3_int64 n) { return err_code(f); }
 static int err_sync(sqlite3_file *f, int flags) { return SQLITE_OK; }
 static int err_size(sqlite3_file *f, sqlite3_int64 *n) {
   *n = 0;
   return SQLITE_OK;
 }
-static int err_lock(sqlite3_file *f, int l) { return SQLITE_CANTOPEN; }
+static int err_lock(sqlite3_file *f, int l) { return err_code(f); }
 static int err_unlock(sqlite3_file *f, int l) { return SQLITE_OK; }
 static int err_check(sqlite3_file *f, int *r) { *r = 0; return SQLITE_OK; }
 static int err_fcntl(sqlite3_file *f, int op, void *arg) { return SQLITE_NOTFOUND; }
@@ -136,9 +143,9 @@ static int err_sector(sqlite3_file *f) { return 4096; }
 static int err_devchar(sqlite3_file *f) { return 0; }
 static int err_shmmap(sqlite3_file *f, int i, int sz, int ext, void volatile **pp) {
   *pp = 0;
-  return SQLITE_CANTOPEN;
+  return err_code(f);
 }
-static int err_shmlock(sqlite3_file *f, int o, int n, int fl) { return SQLITE_CANTOPEN; }
+static int err_shmlock(sqlite3_file *f, int o, int n, int fl) { return err_code(f); }
 static void err_shmbarrier(sqlite3_file *f) {}
 static int err_shmunmap(sqlite3_file *f, int del) { return SQLITE_OK; }
 
