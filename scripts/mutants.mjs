@@ -291,6 +291,14 @@ export const MUTANTS = [
     tests: ["test_engine_oom"],
     why: "a failed allocation of SQLite's allocator at open is absorbed: the open succeeds where SQLite's fault tests expect an error",
   },
+  {
+    id: "vfs-refused-file-cantopen",
+    file: "vfs/vfs.c",
+    find: "  return prim == SQLITE_NOMEM || prim == SQLITE_IOERR || prim == SQLITE_FULL ? rc : SQLITE_CANTOPEN;",
+    replace: "  return SQLITE_CANTOPEN;",
+    tests: ["test_engine_oom"],
+    why: "a file refused for want of memory answers 'unable to open database file' to an ATTACH instead of SQLITE_NOMEM",
+  },
   // ---- mp.c -------------------------------------------------------------------------------
   {
     id: "mp-lazy-image-misread",
