@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "17dc58e3bd9cabc7e4e15e35f70e292e0a60ff9ef3a5e6417af5aaa2ade16bbb",
-        "size": 1809560
+        "sha256": "7331e475f8c2027cb50ec9cb0ba06cb0f4813dc5cba9e262f444905125201514",
+        "size": 1809704
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "3c589910b6a9d6e5e69607fcb2707f21df267dfb9d71ae5fb3265098977bd737",
-        "size": 250416
+        "sha256": "d21ff4d2576efdfb4fc8b88f91f9b61c4d4cece2865dd9ed7add0b21cc5c96c3",
+        "size": 250560
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "04e59b37ed607f6d5c6d521891bdfc0b8956bf2ddf13d2111ef95f587a292216",
-        "size": 1752544
+        "sha256": "ff92e11bc8dc69042ef296e48707eaaf5236052f1d1446eba224b8198facdb85",
+        "size": 1752672
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "1ac8141e851c8c21beb7da4840ca07f32fa957e211dcb2c8d7730d4d0467e420",
-        "size": 242808
+        "sha256": "c2782aa4757cd3e7cfb50821a24237b7919e51bea1f557da773add75f6ee6254",
+        "size": 242920
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "326e9a065e9c0405ad0d31bcc75b4c722737645f9bc3e306f53c39a75aa226bd",
-        "size": 1807528
+        "sha256": "5efd675fce7ed0ade62328fdbf9c164ead26f0a94cdf2456a4b55402471ee585",
+        "size": 1807672
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "557838ef22669dcfc188738aee53b37277c789042adff3cb0fde626d30419b25",
-        "size": 249704
+        "sha256": "0a4a7c187af8331fa5b1f0bdc3b7cf5945a8df35baa6a3be06b0b59527fe5573",
+        "size": 249848
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "5522d21ddb867ef6701d6b0a52e7ea7f2d9e8974acbdb6ef222ec1026730d2f3",
-        "size": 1750712
+        "sha256": "9494942eaa7927a1f67a06e097302904863bc83873b9c2c2b222c2c39e2bd237",
+        "size": 1750824
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "337ece5c20318765b39aef271cbb887bb9fed60429a0b5892df9b6c11b0ece01",
-        "size": 242168
+        "sha256": "1c8a75f29c5c687db063627195c2c68777d74e4d3676c469362098aac33ebbc7",
+        "size": 242280
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "2e3b809e9e9e604b631248d7b76f1993227d1e69fefeaf89249e492e89f700f5",
+        "sha256": "d6113b726eba3adc9cad8928f6dd07df547f769c4579245df440d9f5c8d84ea6",
         "size": 1764516
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "16174f4568b7be925ab0433437d3c04c40d7857eec5c02c86348c4c51392ace7",
+        "sha256": "1e1c06592e17ebcdfbf7be02a07c09053de265bafaec4a73286664e34a6a5d2c",
         "size": 251311
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "c9ab5630af5cffa38370cdc316f955fde1c44a57312cc6de68ae14ac439556c7",
+        "sha256": "5e77ff887e6b5d44487ca1db5389306dca40436eb19e0687be7e9916b81b356d",
         "size": 1848624
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "b7bfdcc130c9c64cf6902a58967395ae5372c1dce9f7162ee6d850035e7e0c28",
+        "sha256": "5f29bad18f0875c7042cfcd8c32ff1041d19b3ab3106a324bf21c248e7e60731",
         "size": 294856
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "47f563574e6abbab09cfc1cb95857f05702f1bd8590a5aea8fb9d716fc781f44",
+        "sha256": "0572539c0429d723d3d6ae10710b6d08f5ac1cb56c1dc14691e9eb355b4a36db",
         "size": 1672192
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "f24bfa2ef4a85dfc0bb6f99bde656852c0423cf5b3a1156adbd10b8de8b4c36d",
-        "size": 174080
+        "sha256": "3bd532b2f61101d34e59f7d113e0cae471007035c9853f1b0fcfbcede445e9b5",
+        "size": 174592
       }
     }
   }
