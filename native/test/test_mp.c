@@ -27,6 +27,7 @@
 **    processes is refused, reading and writing, and nothing it did is in the file.
 ** MW_MP_CASE=<name> runs one case. */
 #include "test_engine_util.h"
+#include "test_spawn_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -138,34 +139,8 @@ static pid_t spawn_writer(const char *path, int id, long max, const char *params
   snprintf(maxs, sizeof maxs, "%ld", max);
   snprintf(ackfile, sizeof ackfile, "%s.ack%d", path, id);
   snprintf(stopfile, sizeof stopfile, "%s.stop", path);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    if (crash_at) setenv("MW_CRASH_AT", crash_at, 1);
-    else unsetenv("MW_CRASH_AT");
-    char *args[] = { (char *)self_exe, "writer", (char *)path, ids, ackfile, stopfile, maxs,
-                     (char *)params, 0 };
-    /* Under qemu-user without binfmt_misc the program re-executes itself through the
-    ** emulator that MW_TEST_EMULATOR names (build.zig sets it). */
-    const char *emu = getenv("MW_TEST_EMULATOR");
-    if (emu && *emu) {
-      char *eargs[] = { (char *)emu, (char *)self_exe, "writer", (char *)path, ids, ackfile,
-                        stopfile, maxs, (char *)params, 0 };
-      execvp(emu, eargs);
-    } else {
-      execv(self_exe, args);
-    }
-    _exit(127);
-  }
-  return pid;
-}
-
-static int wait_status(pid_t pid) {
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  char *args[] = { "writer", (char *)path, ids, ackfile, stopfile, maxs, (char *)params, 0 };
+  return tu_spawn(self_exe, "MW_CRASH_AT", crash_at, args);
 }
 
 static long ack_count(const char *path, int id) {
@@ -254,7 +229,7 @@ static void bank(const char *dir) {
   if (per < 20) per = 20;
   pid_t pids[4];
   for (int i = 0; i < 4; i++) pids[i] = spawn_writer(path, i, per, "mw_mp=1", 0);
-  for (int i = 0; i < 4; i++) CHECK(wait_status(pids[i]) == 0);
+  for (int i = 0; i < 4; i++) CHECK(tu_wait_status(pids[i]) == 0);
   /* The last close compacted everything and removed the shared files. */
   CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
@@ -290,7 +265,7 @@ static void kill_rounds(const char *dir) {
       sleep_us((unsigned)(50000 + rand() % 300000));
       kill(pids[victim], SIGKILL);
     }
-    int vst = wait_status(pids[victim]);
+    int vst = tu_wait_status(pids[victim]);
     CHECK(vst == 128 + SIGKILL || vst == 128 + SIGABRT);
     /* The survivors go on: each commits 5 more within 20 s. */
     long base[3];
@@ -321,7 +296,7 @@ static void kill_rounds(const char *dir) {
     double waited = (double)(now_ns() - t0) / 1e9;
     set_stop(path, 1);
     for (int i = 0; i < 3; i++)
-      if (i != victim) CHECK(wait_status(pids[i]) == 0);
+      if (i != victim) CHECK(tu_wait_status(pids[i]) == 0);
     set_stop(path, 0);
     /* Every acknowledged transfer, the sum: through the engine (it recovers the log). */
     sqlite3 *db = tu_open(path, "mw_mp=1");
@@ -364,7 +339,7 @@ static void compact_join(const char *dir) {
   fclose(fp);
   CHECK(base > 100);
   pid_t b = spawn_writer(path, 1, 200, params, 0), c = spawn_writer(path, 2, 200, params, 0);
-  CHECK(wait_status(a) == 0 && wait_status(b) == 0 && wait_status(c) == 0);
+  CHECK(tu_wait_status(a) == 0 && tu_wait_status(b) == 0 && tu_wait_status(c) == 0);
   CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_integrity_ok(s));
@@ -387,10 +362,10 @@ static void compact_crash(const char *dir) {
     make_bank(path);
     const char *params = "mw_mp=1&mw_log_max_mb=1";
     pid_t a = spawn_writer(path, 0, 0, params, points[p]);
-    CHECK(wait_status(a) == 128 + SIGABRT);
+    CHECK(tu_wait_status(a) == 128 + SIGABRT);
     long before = ack_count(path, 0);
     pid_t b = spawn_writer(path, 1, 150, params, 0), c = spawn_writer(path, 2, 150, params, 0);
-    CHECK(wait_status(b) == 0 && wait_status(c) == 0);
+    CHECK(tu_wait_status(b) == 0 && tu_wait_status(c) == 0);
     CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
     sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
     CHECK(tu_integrity_ok(s));
@@ -505,7 +480,7 @@ static void compact_all_open(const char *dir) {
     sleep_us(20000);
   }
   set_stop(path, 1);
-  CHECK(wait_status(idle) == 0);
+  CHECK(tu_wait_status(idle) == 0);
   set_stop(path, 0);
   long long comp = 0, pinned = 0, chains = 0, total = 0;
   for (int i = 0; i < 4; i++) {
@@ -598,8 +573,8 @@ static void compact_kill(const char *dir) {
     }
     uint64_t base1 = log_base(path);
     set_stop(path, 1);
-    for (int i = 0; i < 2; i++) CHECK(wait_status(others[i]) == 0);
-    CHECK(wait_status(idle) == 0);
+    for (int i = 0; i < 2; i++) CHECK(tu_wait_status(others[i]) == 0);
+    CHECK(tu_wait_status(idle) == 0);
     set_stop(path, 0);
     CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
     sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
@@ -650,11 +625,11 @@ static void mismatch(const char *dir) {
       fprintf(stderr, "%s: open with '%s' beside '%s': rc %d '%s'\n", prog, ways[w].tried,
               ways[w].held, rc, msg);
       set_stop(path, 1);
-      wait_status(pid);
+      tu_wait_status(pid);
       CHECK(0);
     }
     set_stop(path, 1);
-    CHECK(wait_status(pid) == 0);
+    CHECK(tu_wait_status(pid) == 0);
     set_stop(path, 0);
     printf("%s: '%s' beside '%s' refused: \"%.90s...\"\n", prog, ways[w].tried[0] ? ways[w].tried : "default",
            ways[w].held[0] ? ways[w].held : "default", msg);
@@ -685,7 +660,7 @@ static void stock(const char *dir) {
     shell = system(cmd);
   }
   set_stop(path, 1);
-  for (int i = 0; i < 2; i++) CHECK(wait_status(pids[i]) == 0);
+  for (int i = 0; i < 2; i++) CHECK(tu_wait_status(pids[i]) == 0);
   set_stop(path, 0);
   /* Refused before it reads anything: "database is locked", as beside one engine
   ** process (guard.c; "file is not a database" from the mark where the system has no

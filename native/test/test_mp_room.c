@@ -11,10 +11,9 @@
 ** acknowledged. A claim whose process died is test_mp's (kill round mp_room_zeroed). */
 #include "test_engine_util.h"
 #include "engine.h"
+#include "test_spawn_util.h"
 
-#include <errno.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 static const char *prog = "test_mp_room";
 
@@ -40,26 +39,11 @@ static int crash_writer(const char *path, int rows) {
 
 static void slow_grower(const char *exe, int rows) {
   const char *path = tu_db_path("mp_room", "slow.db");
-  fflush(stdout);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    setenv("MW_DELAY_AT", "mp_room_zeroing:300000", 1);
-    char n[32];
-    snprintf(n, sizeof n, "%d", rows);
-    const char *emu = getenv("MW_TEST_EMULATOR");
-    if (emu && *emu) {
-      char *args[] = { (char *)emu, (char *)exe, "crash-writer", (char *)path, n, 0 };
-      execvp(emu, args);
-    } else {
-      char *args[] = { (char *)exe, "crash-writer", (char *)path, n, 0 };
-      execv(exe, args);
-    }
-    _exit(127);
-  }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
-  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  char nrows[32];
+  snprintf(nrows, sizeof nrows, "%d", rows);
+  char *args[] = { "crash-writer", (char *)path, nrows, 0 };
+  pid_t pid = tu_spawn(exe, "MW_DELAY_AT", "mp_room_zeroing:300000", args);
+  CHECK(tu_wait_status(pid) == 128 + SIGKILL);
   char f[400];
   snprintf(f, sizeof f, "%s.acks", path);
   FILE *fp = fopen(f, "r");

@@ -11,11 +11,10 @@
 ** The program runs itself again as each writer. MW_MP_CASE=<name> runs one case. */
 #include "test_engine_util.h"
 #include "engine.h"
+#include "test_spawn_util.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 
 static const char *prog = "test_mp_turn";
@@ -87,30 +86,8 @@ static pid_t spawn_writer(const char *path, int id, long n, const char *crash_at
   char ids[32], ns[32];
   snprintf(ids, sizeof ids, "%d", id);
   snprintf(ns, sizeof ns, "%ld", n);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    if (crash_at) setenv("MW_CRASH_AT", crash_at, 1);
-    else unsetenv("MW_CRASH_AT");
-    const char *emu = getenv("MW_TEST_EMULATOR"); /* as test_mp.c */
-    if (emu && *emu) {
-      char *args[] = { (char *)emu, (char *)self_exe, "writer", (char *)path, ids, ns, 0 };
-      execvp(emu, args);
-    } else {
-      char *args[] = { (char *)self_exe, "writer", (char *)path, ids, ns, 0 };
-      execv(self_exe, args);
-    }
-    _exit(127);
-  }
-  return pid;
-}
-
-static int wait_status(pid_t pid) {
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0) CHECK(errno == EINTR);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  char *args[] = { "writer", (char *)path, ids, ns, 0 };
+  return tu_spawn(self_exe, "MW_CRASH_AT", crash_at, args);
 }
 
 static long acks(const char *path, int id) {
@@ -161,7 +138,7 @@ static void hot(const char *dir) {
   enum { W = 4 };
   pid_t pids[W];
   for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, 0);
-  for (int i = 0; i < W; i++) CHECK(wait_status(pids[i]) == 0);
+  for (int i = 0; i < W; i++) CHECK(tu_wait_status(pids[i]) == 0);
   long long commits = 0, refusals = 0, early = 0;
   for (int i = 0; i < W; i++) {
     result r = read_result(path, i);
@@ -189,10 +166,10 @@ static void dead(const char *dir) {
   enum { W = 3 };
   pid_t pids[W];
   for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, i == 0 ? "mp_turn_taken:5" : 0);
-  CHECK(wait_status(pids[0]) != 0); /* aborted holding the turn */
+  CHECK(tu_wait_status(pids[0]) != 0); /* aborted holding the turn */
   long long slowest = 0;
   for (int i = 1; i < W; i++) {
-    CHECK(wait_status(pids[i]) == 0);
+    CHECK(tu_wait_status(pids[i]) == 0);
     result r = read_result(path, i);
     CHECK(r.commits == n);
     if (r.slowest_us > slowest) slowest = r.slowest_us;

@@ -11,6 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Parses "<name>[:<n>]" from the environment variable `var` (once; mu held): the name
+** into want, n into *pNum (dflt when absent). */
+static void parse_point(const char *var, char want[64], long *pNum, long dflt) {
+  const char *e = getenv(var);
+  if (e == 0) return;
+  size_t n = strcspn(e, ":");
+  if (n >= 64) n = 63;
+  memcpy(want, e, n);
+  want[n] = 0;
+  *pNum = e[n] == ':' ? atol(e + n + 1) : dflt;
+}
+
 void mw_crash_point(const char *name) {
   static mw_mutex mu = MW_MUTEX_INIT;
   static int loaded;
@@ -19,15 +31,8 @@ void mw_crash_point(const char *name) {
   mw_mutex_lock(&mu);
   if (!loaded) {
     loaded = 1;
-    const char *e = getenv("MW_CRASH_AT");
-    if (e) {
-      size_t n = strcspn(e, ":");
-      if (n >= sizeof(want)) n = sizeof(want) - 1;
-      memcpy(want, e, n);
-      want[n] = 0;
-      count = e[n] == ':' ? atol(e + n + 1) : 1;
-      if (count < 1) count = 1;
-    }
+    parse_point("MW_CRASH_AT", want, &count, 1);
+    if (count < 1) count = 1;
   }
   int hit = want[0] && strcmp(want, name) == 0 && --count == 0;
   mw_mutex_unlock(&mu);
@@ -38,21 +43,14 @@ void mw_delay_point(const char *name) {
   static mw_mutex mu = MW_MUTEX_INIT;
   static int loaded;
   static char want[64];
-  static unsigned us;
+  static long us;
   mw_mutex_lock(&mu);
   if (!loaded) {
     loaded = 1;
-    const char *e = getenv("MW_DELAY_AT");
-    if (e) {
-      size_t n = strcspn(e, ":");
-      if (n >= sizeof(want)) n = sizeof(want) - 1;
-      memcpy(want, e, n);
-      want[n] = 0;
-      long v = e[n] == ':' ? atol(e + n + 1) : 0;
-      us = v > 0 && v < 10000000 ? (unsigned)v : 0;
-    }
+    parse_point("MW_DELAY_AT", want, &us, 0);
+    if (us < 0 || us >= 10000000) us = 0;
   }
   int hit = want[0] && us && strcmp(want, name) == 0;
   mw_mutex_unlock(&mu);
-  if (hit) mw_sleep_us(us);
+  if (hit) mw_sleep_us((unsigned)us);
 }
