@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "7331e475f8c2027cb50ec9cb0ba06cb0f4813dc5cba9e262f444905125201514",
-        "size": 1809704
+        "sha256": "cd16647878706b9546f6e27c85d2214aed544a9a18462417edafda9c09b0a816",
+        "size": 1809752
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "d21ff4d2576efdfb4fc8b88f91f9b61c4d4cece2865dd9ed7add0b21cc5c96c3",
-        "size": 250560
+        "sha256": "3627dc709946ac98870b34b1d670317c4708673b996f5d3729a3e945e75ff993",
+        "size": 250608
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "ff92e11bc8dc69042ef296e48707eaaf5236052f1d1446eba224b8198facdb85",
-        "size": 1752672
+        "sha256": "ae3687992edd1ecdf7eaaa495e8ada96b5f7e023db5d3201af954452a99d3a10",
+        "size": 1752736
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "c2782aa4757cd3e7cfb50821a24237b7919e51bea1f557da773add75f6ee6254",
-        "size": 242920
+        "sha256": "9b989c9b234adff85274fcb3de812a29bf50ccc728966b867eb181f94f991cf9",
+        "size": 242984
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "5efd675fce7ed0ade62328fdbf9c164ead26f0a94cdf2456a4b55402471ee585",
-        "size": 1807672
+        "sha256": "bab983ba9dcb82a5855d018363838f7d5d75152a361f3f50ea841f2e7c0c7dd1",
+        "size": 1807704
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "0a4a7c187af8331fa5b1f0bdc3b7cf5945a8df35baa6a3be06b0b59527fe5573",
-        "size": 249848
+        "sha256": "04c69dc66754a261d0fc21ed8763e4021f2c0f9f15e28e205050cd3fda2bdc42",
+        "size": 249880
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "9494942eaa7927a1f67a06e097302904863bc83873b9c2c2b222c2c39e2bd237",
-        "size": 1750824
+        "sha256": "e78c58901311e7191c8a74194f5819f89ca1d9676bff5f82ad9194afe7fbf900",
+        "size": 1750904
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "1c8a75f29c5c687db063627195c2c68777d74e4d3676c469362098aac33ebbc7",
-        "size": 242280
+        "sha256": "a7f9633d09db986edb98c36ebd451c10264b6ac8d887139851e25560066bfce4",
+        "size": 242360
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "d6113b726eba3adc9cad8928f6dd07df547f769c4579245df440d9f5c8d84ea6",
+        "sha256": "91bc8617030f36b12051f007382e810441a0aed7535fed866c68b18b2cd2630b",
         "size": 1764516
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "1e1c06592e17ebcdfbf7be02a07c09053de265bafaec4a73286664e34a6a5d2c",
+        "sha256": "2ae9d4313479558ef6cd1219bea65b663c7b5a3145f4ac8d5f89579d2a887946",
         "size": 251311
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "5e77ff887e6b5d44487ca1db5389306dca40436eb19e0687be7e9916b81b356d",
+        "sha256": "abc20793f5fd67aa702c320b2c6842cd664c03678fe0adc3c479c024be2c196a",
         "size": 1848624
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "5f29bad18f0875c7042cfcd8c32ff1041d19b3ab3106a324bf21c248e7e60731",
+        "sha256": "036f1ea4c4fe68b1d48bb291c9684ec3b03dcecbde2a01f8180877a14a3c438b",
         "size": 294856
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "0572539c0429d723d3d6ae10710b6d08f5ac1cb56c1dc14691e9eb355b4a36db",
+        "sha256": "29928114f28d7b07c305e31aecb2d157c36ed0fb4b80a058f44f8f45f3971c7a",
         "size": 1672192
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "3bd532b2f61101d34e59f7d113e0cae471007035c9853f1b0fcfbcede445e9b5",
+        "sha256": "ea7477536a55bc437f5df8a398668bb27e207c055885eba75cfd76d2407a732c",
         "size": 174592
       }
     }
