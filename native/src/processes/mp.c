@@ -466,23 +466,6 @@ static uint64_t grower_step(void *arg) {
   return 0; /* until the next claim wakes it */
 }
 
-static int claim_open(shm_hdr *h) {
-  return __atomic_load_n(&h->grow_end, __ATOMIC_SEQ_CST) >
-         __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
-}
-
-/* Without the publication lock: until no claim is open, or its process is dead (only
-** a holder of the lock may drop a claim: a new one may have been made meanwhile). */
-static void wait_claim_unlocked(mw_db *db) {
-  mw_mp *m = db->mp;
-  while (claim_open(m->hdr)) {
-    uint32_t s = __atomic_load_n(&m->hdr->grow_slot, __ATOMIC_SEQ_CST);
-    if ((int)s == m->slot) run_claim(db, 1);
-    else if (s < MW_MP_SLOTS && held_elsewhere(m->fd, LOCK_SLOT0 + (int)s)) mw_sleep_us(200);
-    else return;
-  }
-}
-
 /* Publication lock held: until no claim is open. */
 static void wait_claim_locked(mw_db *db) {
   mw_mp *m = db->mp;
@@ -780,19 +763,8 @@ int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) {
 static int compact_enter(void *ctx) {
   mw_db *db = ctx;
   mw_mp *m = db->mp;
-  int rc;
-  /* A claim of room is on the file being replaced: the switch waits for it, but not
-  ** holding the lock, which every commit of every process needs meanwhile (a zeroed
-  ** step takes 25 to 50 ms). A claim made after this wait, or one of a dead process,
-  ** is waited for (or dropped) under the lock below. */
-  for (int tries = 0;; tries++) {
-    rc = pub_lock(m);
-    if (rc != SQLITE_OK) return rc;
-    if (tries == 3 || !claim_open(m->hdr)) break;
-    (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
-    mw_mutex_unlock(&m->pub_mu);
-    wait_claim_unlocked(db);
-  }
+  int rc = pub_lock(m);
+  if (rc != SQLITE_OK) return rc;
   m->switch_locked = 1;
   mw_mutex_lock(&m->catch_mu);
   uint64_t was = m->gen;
