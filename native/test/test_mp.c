@@ -6,8 +6,7 @@
 **    ok, the sum unchanged and every acknowledged row;
 **  - kill: rounds of 3 writers, one killed by SIGKILL at a random moment or aborted at
 **    a crash point inside the commit path (holding the publication lock, its record
-**    submitted, written but not published, published but not synced) or with a claim
-**    of room open (its grower zeroed the room, did not publish it); the survivors
+**    submitted, written but not published, published but not synced); the survivors
 **    must go on committing within a bounded wait; after each round every acknowledged
 **    transfer is there and the sum holds;
 **  - compact_join: one process alone compacts (the log is switched to a shifted file),
@@ -248,8 +247,7 @@ static void kill_rounds(const char *dir) {
   snprintf(path, sizeof path, "%s/kill.db", dir);
   make_bank(path);
   static const char *crash[] = { 0, "mp_locked:7", 0, "mp_before_publish:11", 0,
-                                 "commit_after_submit:9", 0, "mp_after_publish:13", 0,
-                                 "mp_room_zeroed:1", 0 };
+                                 "commit_after_submit:9", 0, "mp_after_publish:13", 0 };
   int rounds = (int)(sizeof crash / sizeof crash[0]);
   int next_id = 0;
   srand((unsigned)time(0));

@@ -102,8 +102,6 @@ struct mw_log {
   uint64_t assigned_end; /* logical end of the assigned records */
   uint64_t reserved;     /* bytes reserved, not yet assigned */
   uint64_t alloc_end;    /* logical end of the preallocated space */
-  uint64_t switch_room;  /* shared log: logical end of the zeroed room of the file the
-                            last switch made (mw_log_switch_room) */
   uint64_t written_end;  /* every byte before is written */
   uint64_t synced_end;   /* every byte before is durable */
   int writing;           /* a thread is in pwritev */
@@ -1151,7 +1149,6 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
     log->shift = new_shift;
     log->base = base;
     log->alloc_end = log->shared ? UINT64_MAX / 4 : alloc_phys + new_shift;
-    log->switch_room = alloc_phys + new_shift;
     if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
     memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
     log->nidx -= keep;
@@ -1268,46 +1265,6 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   wake_all(log);
   mw_mutex_unlock(&log->mu);
   if (rc == SQLITE_OK) *pAllocEnd = target + shift;
-  return rc;
-}
-
-uint64_t mw_log_room_target(mw_log *log, uint64_t from) {
-  mw_mutex_lock(&log->mu);
-  uint64_t shift = log->shift;
-  mw_mutex_unlock(&log->mu);
-  return round_up(from - shift + log->step, log->step) + shift;
-}
-
-uint64_t mw_log_room_step(mw_log *log) { return log->step; }
-
-uint64_t mw_log_switch_room(mw_log *log) {
-  mw_mutex_lock(&log->mu);
-  uint64_t e = log->switch_room;
-  mw_mutex_unlock(&log->mu);
-  return e;
-}
-
-int mw_log_zero_shared(mw_log *log, uint64_t from, uint64_t to) {
-  mw_mutex_lock(&log->mu);
-  int rc = log->error;
-  while (rc == SQLITE_OK && (log->growing || log->switching)) {
-    mw_cond_wait(&log->cv, &log->mu);
-    rc = log->error;
-  }
-  if (rc != SQLITE_OK) {
-    mw_mutex_unlock(&log->mu);
-    return rc;
-  }
-  uint64_t shift = log->shift;
-  mw_fd fd = log->fd;
-  log->growing = 1;
-  mw_mutex_unlock(&log->mu);
-  rc = grow_file(log, fd, from - shift, to - shift);
-  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
-  mw_mutex_lock(&log->mu);
-  log->growing = 0;
-  wake_all(log);
-  mw_mutex_unlock(&log->mu);
   return rc;
 }
 

@@ -41,8 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t mw_mp_room_steps[3];
-
 #ifndef _WIN32
 
 #include <errno.h>
@@ -91,10 +89,6 @@ typedef struct shm_hdr {
   uint64_t turn_want[MW_MP_SLOTS]; /* per slot: its arrival number while it waits, 0 */
   uint32_t turn_wake[MW_MP_SLOTS]; /* per slot: bumped when the turn is handed to it (a
                                ** futex word on Linux) */
-  /* Room being added off the publication lock ("room in the log" below). */
-  uint64_t grow_end;           /* above alloc_end: [alloc_end, grow_end) is being zeroed */
-  uint32_t grow_slot;          /* the slot of the process that zeroes it */
-  uint32_t grow_zero;
 } shm_hdr;
 
 struct mw_mp {
@@ -108,10 +102,6 @@ struct mw_mp {
   uint64_t gen;                /* log_gen of the file db->log is on (catch_mu) */
   mw_mutex join_mu, pub_mu, catch_mu;
   int switch_locked;           /* mw_mp_compact_log holds the publication lock */
-  mw_mutex grow_mu;            /* this process's claim of room (run_claim) */
-  uint64_t claim_from, claim_to; /* the range to zero, claim_to 0: none */
-  mw_bg_job grower;            /* zeroes the claim off the commit path */
-  int grower_added;
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -314,7 +304,6 @@ static int settle_switch(mw_db *db, uint64_t g) {
       if (h->compacted < base) __atomic_store_n(&h->compacted, base, __ATOMIC_RELEASE);
       __atomic_store_n(&h->shift, h->next_shift, __ATOMIC_RELEASE);
       __atomic_store_n(&h->alloc_end, 0, __ATOMIC_RELAXED);
-      __atomic_store_n(&h->grow_end, 0, __ATOMIC_RELAXED);
     }
   }
   if (rc == SQLITE_OK) __atomic_store_n(&h->log_gen, g + 1, __ATOMIC_RELEASE);
@@ -390,7 +379,7 @@ void mw_mp_refresh(mw_db *db) {
   uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
   if (g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) &&
       g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) + 1) {
-    if (mw_mp_commit_begin(db, 0) == SQLITE_OK) mw_mp_commit_end(db, SQLITE_ABORT, 0, 0);
+    if (mw_mp_commit_begin(db) == SQLITE_OK) mw_mp_commit_end(db, SQLITE_ABORT, 0, 0);
   } else if (ce > mw_log_end(db->log)) {
     mw_mutex_lock(&m->catch_mu);
     (void)catch_up_locked(db); /* a failure breaks the database (every commit fails) */
@@ -424,116 +413,9 @@ void mw_mp_refresh(mw_db *db) {
   }
 }
 
-/* ---------------------------------------------------------------- room in the log */
-
-/* Records go into zeroed room (log.c, grow_file: a sync of a record is then data-only).
-** Only the holder of the publication lock may write past the committed end, and it
-** used to add each 4 MiB step itself, under the lock: 25 to 50 ms in which no process
-** could commit (the longest commits of a one-writer run, and every 60 ms or so with 16
-** inserting processes). Now the holder that finds less than half a step left past its
-** record *claims* the next step (grow_end, grow_slot in the header) and its process's
-** grower job zeroes and syncs it off the lock, then raises alloc_end. No record is
-** written past alloc_end while a claim is open: a holder whose record does not fit
-** before it waits for the claim (or zeroes it itself when the claim is its own
-** process's); a claim whose process died is dropped (nobody else writes there). A
-** compaction's switch waits for an open claim too: it is on the file being replaced.
-** Without a grower, or when the record does not fit at all, the holder adds room
-** itself as before (mw_log_room_shared). */
-
-/* This process's claim, if it still has one, zeroed (grow_mu: the grower job, a
-** holder that needs the room now, the compactor). */
-static void run_claim(mw_db *db, int now) {
-  mw_mp *m = db->mp;
-  shm_hdr *h = m->hdr;
-  mw_mutex_lock(&m->grow_mu);
-  uint64_t from = m->claim_from, to = m->claim_to;
-  m->claim_to = 0;
-  if (to) {
-    __atomic_add_fetch(&mw_mp_room_steps[now ? 2 : 1], 1, __ATOMIC_RELAXED);
-    if (!now) mw_delay_point("mp_room_zeroing"); /* test_mp_room: a slow grower */
-    int rc = mw_log_zero_shared(db->log, from, to);
-    mw_crash_point("mp_room_zeroed"); /* dead with its claim open */
-    if (rc == SQLITE_OK) __atomic_store_n(&h->alloc_end, to, __ATOMIC_SEQ_CST);
-    /* Over, zeroed or not (a failure leaves the room as it was). */
-    __atomic_store_n(&h->grow_end, __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST),
-                     __ATOMIC_SEQ_CST);
-  }
-  mw_mutex_unlock(&m->grow_mu);
-}
-
-static uint64_t grower_step(void *arg) {
-  run_claim(arg, 0);
-  return 0; /* until the next claim wakes it */
-}
-
-/* Publication lock held: until no claim is open. */
-static void wait_claim_locked(mw_db *db) {
-  mw_mp *m = db->mp;
-  shm_hdr *h = m->hdr;
-  for (;;) {
-    uint64_t a = __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&h->grow_end, __ATOMIC_SEQ_CST) <= a) return;
-    uint32_t s = __atomic_load_n(&h->grow_slot, __ATOMIC_SEQ_CST);
-    if ((int)s == m->slot) run_claim(db, 1);
-    else if (s < MW_MP_SLOTS && held_elsewhere(m->fd, LOCK_SLOT0 + (int)s)) mw_sleep_us(200);
-    else __atomic_store_n(&h->grow_end, a, __ATOMIC_SEQ_CST); /* its process died */
-  }
-}
-
-/* Publication lock held, everything published applied: room for a record of `need`
-** bytes at the log's end, and a claim of the next step when little is left. */
-static void room_locked(mw_db *db, uint64_t need) {
-  mw_mp *m = db->mp;
-  shm_hdr *h = m->hdr;
-  uint64_t end = mw_log_end(db->log) + need;
-  uint64_t a = __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&h->grow_end, __ATOMIC_SEQ_CST) > a) {
-    if (end <= a) return; /* before the claimed range */
-    wait_claim_locked(db);
-    a = __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
-  }
-  uint64_t step = mw_log_room_step(db->log);
-  if (a >= end && a - end >= step / 2) return;
-  if (a >= end && m->grower_added) {
-    uint64_t to = mw_log_room_target(db->log, a);
-    mw_mutex_lock(&m->grow_mu);
-    m->claim_from = a;
-    m->claim_to = to;
-    mw_mutex_unlock(&m->grow_mu);
-    __atomic_store_n(&h->grow_slot, (uint32_t)m->slot, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&h->grow_end, to, __ATOMIC_SEQ_CST);
-    mw_bg_wake(&m->grower, 0);
-    return;
-  }
-  /* No room for the record, or no grower: zeroed room now, under the lock. A failure
-  ** only leaves records extending the file. */
-  uint64_t was = a;
-  if (mw_log_room_shared(db->log, &a) == SQLITE_OK) {
-    if (a != was) __atomic_add_fetch(&mw_mp_room_steps[0], 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->alloc_end, a, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&h->grow_end, a, __ATOMIC_SEQ_CST);
-  }
-}
-
-/* Closing or failed: the grower stops; a claim it did not run is dropped. */
-static void grower_stop(mw_db *db) {
-  mw_mp *m = db->mp;
-  if (m->grower_added) {
-    mw_bg_remove(&m->grower);
-    m->grower_added = 0;
-  }
-  mw_mutex_lock(&m->grow_mu);
-  if (m->claim_to && m->hdr) {
-    m->claim_to = 0;
-    __atomic_store_n(&m->hdr->grow_end, __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_SEQ_CST),
-                     __ATOMIC_SEQ_CST);
-  }
-  mw_mutex_unlock(&m->grow_mu);
-}
-
 /* ---------------------------------------------------------------- commits */
 
-int mw_mp_commit_begin(mw_db *db, uint64_t need) {
+int mw_mp_commit_begin(mw_db *db) {
   mw_mp *m = db->mp;
   int rc = pub_lock(m);
   if (rc != SQLITE_OK) return rc;
@@ -548,7 +430,11 @@ int mw_mp_commit_begin(mw_db *db, uint64_t need) {
   mw_mutex_lock(&db->mu);
   if (db->visible < db->assigned) mw_mp_mark_locked(db, 0);
   mw_mutex_unlock(&db->mu);
-  room_locked(db, need);
+  /* Room ahead, zeroed, by the holder of the lock only: nobody writes past the
+  ** committed end meanwhile. A failure only leaves records extending the file. */
+  uint64_t alloc = __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_RELAXED);
+  if (mw_log_room_shared(db->log, &alloc) == SQLITE_OK)
+    __atomic_store_n(&m->hdr->alloc_end, alloc, __ATOMIC_RELAXED);
   return SQLITE_OK;
 }
 
@@ -771,7 +657,6 @@ static int compact_enter(void *ctx) {
   rc = follow_switch(db);
   if (rc == SQLITE_OK && m->gen != was) rc = SQLITE_BUSY;
   if (rc == SQLITE_OK) rc = catch_up_locked(db);
-  if (rc == SQLITE_OK) wait_claim_locked(db); /* a claim is on the file being replaced */
   return rc;
 }
 
@@ -803,11 +688,7 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
     if (mw_log_base(db->log) == base) {
       __atomic_store_n(&m->hdr->compacted, base, __ATOMIC_RELEASE);
       __atomic_store_n(&m->hdr->shift, mw_log_shift(db->log), __ATOMIC_RELEASE);
-      /* The new file's room, zeroed and synced before the rename: the next commit need
-      ** not add a step under the lock (25 to 50 ms at every compaction). */
-      uint64_t room = mw_log_switch_room(db->log);
-      __atomic_store_n(&m->hdr->alloc_end, room, __ATOMIC_RELAXED);
-      __atomic_store_n(&m->hdr->grow_end, room, __ATOMIC_RELAXED);
+      __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&m->hdr->log_gen, g + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&m->gen, g + 1, __ATOMIC_RELAXED);
@@ -856,7 +737,6 @@ int mw_mp_attach(mw_db *db, char **pzErr) {
   mw_mutex_init(&m->join_mu);
   mw_mutex_init(&m->pub_mu);
   mw_mutex_init(&m->catch_mu);
-  mw_mutex_init(&m->grow_mu);
   db->mp = m;
   if (m->path == 0) return SQLITE_NOMEM;
   mw_mutex_lock(&m->join_mu);
@@ -930,7 +810,7 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     h->committed_end = h->durable_end = end; /* recovery synced the log */
     h->committed_epoch = db->visible;
     h->shift = mw_log_shift(db->log);
-    h->alloc_end = h->grow_end = end; /* recovery cut the file at its last record */
+    h->alloc_end = end; /* recovery cut the file at its last record */
     h->nslots = MW_MP_SLOTS;
     h->compacted = db->compacted;
     h->log_gen = 0;
@@ -961,8 +841,6 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     mw_mutex_lock(&db->mu);
     __atomic_store_n(&m->hdr->floor[m->slot], db->oldest, __ATOMIC_RELEASE);
     mw_mutex_unlock(&db->mu);
-    /* Without a worker thread, room is added under the lock as before. */
-    m->grower_added = mw_bg_add(&m->grower, grower_step, db, 0) == SQLITE_OK;
     __atomic_store_n(&m->joined, 1, __ATOMIC_RELEASE);
     join_release(m);
   } else if (pzErr && *pzErr == 0) {
@@ -973,7 +851,6 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
 
 int mw_mp_leave(mw_db *db, int *pAlone) {
   mw_mp *m = db->mp;
-  grower_stop(db); /* before anything of the log goes */
   __atomic_store_n(&m->joined, 0, __ATOMIC_RELEASE);
   mw_mutex_lock(&m->join_mu);
   int rc = join_take(m, 1);
@@ -1001,7 +878,6 @@ void mw_mp_left(mw_db *db, int alone) {
 void mw_mp_free(mw_db *db) {
   mw_mp *m = db->mp;
   if (m == 0) return;
-  grower_stop(db);
   if (m->slot >= 0 && m->hdr) {
     __atomic_store_n(&m->hdr->turn_want[m->slot], 0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&m->hdr->turn_owner, __ATOMIC_SEQ_CST) == (uint32_t)m->slot + 1)
@@ -1016,7 +892,6 @@ void mw_mp_free(mw_db *db) {
   mw_mutex_destroy(&m->join_mu);
   mw_mutex_destroy(&m->pub_mu);
   mw_mutex_destroy(&m->catch_mu);
-  mw_mutex_destroy(&m->grow_mu);
   sqlite3_free(m->path);
   free(m);
   db->mp = 0;
@@ -1038,7 +913,7 @@ int mw_mp_leave(mw_db *db, int *pAlone) { (void)db; *pAlone = 1; return SQLITE_O
 void mw_mp_left(mw_db *db, int alone) { (void)db; (void)alone; }
 void mw_mp_free(mw_db *db) { (void)db; }
 void mw_mp_refresh(mw_db *db) { (void)db; }
-int mw_mp_commit_begin(mw_db *db, uint64_t need) { (void)db; (void)need; return SQLITE_MISUSE; }
+int mw_mp_commit_begin(mw_db *db) { (void)db; return SQLITE_MISUSE; }
 void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
   (void)db; (void)rc; (void)epoch; (void)end;
 }
