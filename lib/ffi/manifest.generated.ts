@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "cd16647878706b9546f6e27c85d2214aed544a9a18462417edafda9c09b0a816",
-        "size": 1809752
+        "sha256": "9f6311e9c4b255d0527c860142970f5633cec9c60d88a1b7798f9ab37535cc4b",
+        "size": 1807400
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "3627dc709946ac98870b34b1d670317c4708673b996f5d3729a3e945e75ff993",
-        "size": 250608
+        "sha256": "85c4d1f3cb1046f82fe51305231a9a7fc74952d8eccdf8ff817c91028a2a565b",
+        "size": 248288
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "ae3687992edd1ecdf7eaaa495e8ada96b5f7e023db5d3201af954452a99d3a10",
-        "size": 1752736
+        "sha256": "a25c816883ccf60c7037db3936c85c50f1fd8395d69455fb3a57e0b76ddd1003",
+        "size": 1750480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "9b989c9b234adff85274fcb3de812a29bf50ccc728966b867eb181f94f991cf9",
-        "size": 242984
+        "sha256": "52aff89eb6ed3b66d33f3f7b17a615b6c9a508867b00c8046372ee386c9c98ee",
+        "size": 240712
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "bab983ba9dcb82a5855d018363838f7d5d75152a361f3f50ea841f2e7c0c7dd1",
-        "size": 1807704
+        "sha256": "4cf33216dae2a6206b31e22ad3c93e422e7fb0d9d53e15b8cb121fb776707c35",
+        "size": 1805384
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "04c69dc66754a261d0fc21ed8763e4021f2c0f9f15e28e205050cd3fda2bdc42",
-        "size": 249880
+        "sha256": "2ea87c1ed7a7655c731b516fbbabfedc2d82fea950a14e7735c5fab125b70914",
+        "size": 247592
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "e78c58901311e7191c8a74194f5819f89ca1d9676bff5f82ad9194afe7fbf900",
-        "size": 1750904
+        "sha256": "f71244933c83603e26b6edae7627f1dde36ca9faf1f6e4d4d1a4aab4b5c841ef",
+        "size": 1748648
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "a7f9633d09db986edb98c36ebd451c10264b6ac8d887139851e25560066bfce4",
-        "size": 242360
+        "sha256": "8ffea51a83998ef947dbbc512d5d9bb13c5a44287563812d73ff986207125e80",
+        "size": 240088
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "91bc8617030f36b12051f007382e810441a0aed7535fed866c68b18b2cd2630b",
-        "size": 1764516
+        "sha256": "b310217f1b74f4c71d5823250842b8d532350ae1924ff35871d91f20ea058096",
+        "size": 1764098
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "2ae9d4313479558ef6cd1219bea65b663c7b5a3145f4ac8d5f89579d2a887946",
-        "size": 251311
+        "sha256": "14a18a6d23521a28dc4948cd9874c7bef9df294711264a9d7a421c427f39747e",
+        "size": 250893
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "abc20793f5fd67aa702c320b2c6842cd664c03678fe0adc3c479c024be2c196a",
-        "size": 1848624
+        "sha256": "9d421aa6f9d6b3acf0a8cba22ef73fc2197079a7c5a4d897752cfea11dff3d52",
+        "size": 1848208
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "036f1ea4c4fe68b1d48bb291c9684ec3b03dcecbde2a01f8180877a14a3c438b",
-        "size": 294856
+        "sha256": "2b9cc4743e8db2812a1897e42fac416532caa4e435f8d89238447486877bcb9e",
+        "size": 294424
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "29928114f28d7b07c305e31aecb2d157c36ed0fb4b80a058f44f8f45f3971c7a",
-        "size": 1672192
+        "sha256": "606b86343290fc395663c633b50e926de21f3a12e89d9f15c81d44c167b50be6",
+        "size": 1671168
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "ea7477536a55bc437f5df8a398668bb27e207c055885eba75cfd76d2407a732c",
-        "size": 174592
+        "sha256": "3e681d311924a9073486186f3406ff09348820f01621aacc14fa8f49bc502e6a",
+        "size": 173568
       }
     }
   }
