@@ -136,6 +136,9 @@ export interface EngineStats {
   backgroundThreads: number;
   /** Steps the background workers ran for this database's compactor (none while it is idle). */
   compactorRuns: number;
+  /** Steps of log room a commit had to zero itself, on the commit path (normally
+   *  zeroed ahead, off it); a count that keeps rising means commits waited for the disk. */
+  logRoomInline: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
   /** Attempts of the last transaction() call (1 = no retry). */
@@ -1099,6 +1102,7 @@ export class Database {
       relocateRefused: at(15),
       backgroundThreads: at(21),
       compactorRuns: at(22),
+      logRoomInline: at(24),
       retries: this.#retries,
       lastTransactionAttempts: this.#lastAttempts,
       raw,

@@ -6,11 +6,21 @@
 //           run fails (the list must follow the code: update the snippet with it)
 //   replace what the mutant puts there instead
 //   tests   the C test programs (native/test/<name>.c) run against it, in order
+//   env     optional: environment of those runs (e.g. MW_MP_CASE: one case of test_mp)
 //   why     what the mutant breaks, in one line
 // A test program is run with MW_TEST_SCALE (mutate.mjs sets 0.25 unless given).
 
 export const MUTANTS = [
   // ---- log.c ------------------------------------------------------------------------------
+  {
+    id: "log-shared-switch-no-room",
+    file: "durability/log.c",
+    find: "    if (want > alloc1) alloc1 = want;",
+    replace: "    (void)want;",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "room_ahead" },
+    why: "a shared log's switch zeroes only the lead, not the room its last cycle used: commits zero the rest under the publication lock",
+  },
   {
     id: "log-ack-before-sync",
     file: "durability/log.c",
@@ -60,6 +70,15 @@ export const MUTANTS = [
     why: "a reused log file is written with zeros again where it already holds written bytes",
   },
   // ---- compact.c -------------------------------------------------------------------------
+  {
+    id: "compact-stale-request-kept",
+    file: "durability/compact.c",
+    find: "  if (db->want_compact && mw_log_size(db->log) <= db->opts.log_max_bytes) db->want_compact = 0;",
+    replace: "",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "room_ahead" },
+    why: "a compaction asked for while another was at work runs although that one brought the log under its limit",
+  },
   {
     id: "compact-sync-after-cut",
     file: "durability/compact.c",
@@ -315,6 +334,15 @@ export const MUTANTS = [
     replace: "  if (rc == SQLITE_NOTFOUND) { memset(buf, 0, (size_t)db->page_size); rc = SQLITE_OK; }",
     tests: ["test_mp"],
     why: "a lazy page whose record a compaction dropped from the log is not taken from the database file",
+  },
+  {
+    id: "mp-switch-room-unpublished",
+    file: "processes/mp.c",
+    find: "      __atomic_store_n(&m->hdr->alloc_end, m->switch_room, __ATOMIC_RELAXED);",
+    replace: "      __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "room_ahead" },
+    why: "the room a log switch zeroed is not published: the next commit zeroes it again under the publication lock",
   },
   {
     id: "mp-turn-not-taken",

@@ -216,13 +216,13 @@ async function link(test, objs, dir) {
   return r.code === 0 ? exe : { error: r.out };
 }
 
-async function runTest(exe) {
+async function runTest(exe, env = {}) {
   const t = Date.now();
   const r = await run(exe, [], {
     cwd: tree,
     detached: true,
     timeoutS,
-    env: { ...process.env, MW_TEST_SCALE: scale },
+    env: { ...process.env, MW_TEST_SCALE: scale, ...env },
   });
   const ms = Date.now() - t;
   const ok = r.code === 0 && !r.timedOut;
@@ -263,7 +263,7 @@ for (const m of mutants) {
           result = { id: m.id, status: "INVALID", detail: `${t} does not link:\n${lastLines(exe.error, 10)}` };
           break;
         }
-        const r = await runTest(exe);
+        const r = await runTest(exe, m.env);
         if (!r.ok) {
           result = { id: m.id, status: "killed", by: t, detail: `${t}: ${r.why}`, out: r.out };
           break;

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "9f6311e9c4b255d0527c860142970f5633cec9c60d88a1b7798f9ab37535cc4b",
-        "size": 1807400
+        "sha256": "830f2917a334be2e68e282c2ceeb1e5af80b28d2487d96d8e9ad0836c4e483f1",
+        "size": 1807752
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "85c4d1f3cb1046f82fe51305231a9a7fc74952d8eccdf8ff817c91028a2a565b",
-        "size": 248288
+        "sha256": "ac687a22717d63d690f41f7d08b2cd010a42f3aa48119c20b046bc8a3cca8dc0",
+        "size": 248656
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "a25c816883ccf60c7037db3936c85c50f1fd8395d69455fb3a57e0b76ddd1003",
-        "size": 1750480
+        "sha256": "aeb0d6a56efead9e602612860ffe58bd57c3859494e218fdd9702460a9d1e6e0",
+        "size": 1750784
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "52aff89eb6ed3b66d33f3f7b17a615b6c9a508867b00c8046372ee386c9c98ee",
-        "size": 240712
+        "sha256": "91db559f05c6226b91f44543e700614892b6506676e384a039f3eb14743f57e3",
+        "size": 241016
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "4cf33216dae2a6206b31e22ad3c93e422e7fb0d9d53e15b8cb121fb776707c35",
-        "size": 1805384
+        "sha256": "c556a69409b146977a43f7e9b8d9515f1e3fea46b4d4495b19908aa0b60bfd0c",
+        "size": 1805736
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "2ea87c1ed7a7655c731b516fbbabfedc2d82fea950a14e7735c5fab125b70914",
-        "size": 247592
+        "sha256": "195d9f9ed14b30e823d52792f2be2603f0c02415589b3f7856cb53f96e210866",
+        "size": 247944
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f71244933c83603e26b6edae7627f1dde36ca9faf1f6e4d4d1a4aab4b5c841ef",
-        "size": 1748648
+        "sha256": "740e800fb2cbaa4e34a7a21a4ced79fb6705953935bd993c9fd2be5ddcf1ad7b",
+        "size": 1748952
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "8ffea51a83998ef947dbbc512d5d9bb13c5a44287563812d73ff986207125e80",
-        "size": 240088
+        "sha256": "47dc397a100fc95b08e4e12c4a916fd271cca134ba8f9fdd02abdbdf58570464",
+        "size": 240392
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "b310217f1b74f4c71d5823250842b8d532350ae1924ff35871d91f20ea058096",
-        "size": 1764098
+        "sha256": "b51340845af7e45cfeca1a71cc9044d734a663d3660a53c6ac93073b5ee0e4c8",
+        "size": 1764134
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "14a18a6d23521a28dc4948cd9874c7bef9df294711264a9d7a421c427f39747e",
-        "size": 250893
+        "sha256": "401bce52c670ada3797cbc77f6d45fcedb4ebfbcd4c3a81a2a5abd6f55cd8b98",
+        "size": 250929
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "9d421aa6f9d6b3acf0a8cba22ef73fc2197079a7c5a4d897752cfea11dff3d52",
-        "size": 1848208
+        "sha256": "577207f9edb76530b768ddffc64e516be615eedee17f5d066de8e643ffc2d39b",
+        "size": 1848240
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "2b9cc4743e8db2812a1897e42fac416532caa4e435f8d89238447486877bcb9e",
-        "size": 294424
+        "sha256": "d1ddd846e61ecec38359a4e64cb592047d00c099d36bd840c036e52b8b857846",
+        "size": 294472
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "606b86343290fc395663c633b50e926de21f3a12e89d9f15c81d44c167b50be6",
-        "size": 1671168
+        "sha256": "25feadecfae3d514ec6be703f230c3e97e6342e3cdf8ba1c38194aa12b66c8ec",
+        "size": 1671680
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "3e681d311924a9073486186f3406ff09348820f01621aacc14fa8f49bc502e6a",
-        "size": 173568
+        "sha256": "bef321e52cb7ac6833c22920c4d4970a4b6fd98ad77c1caec0b67165a63058b0",
+        "size": 174080
       }
     }
   }

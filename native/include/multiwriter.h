@@ -69,6 +69,9 @@ enum mw_stat {
   MW_STAT_STORE_CHAINS,        /* pages with versions in the store beyond the database
                                   file's (garbage collection drops them once the file
                                   holds them and no snapshot needs older ones) */
+  MW_STAT_LOG_ROOM_INLINE,     /* steps of log room that a commit zeroed itself, on the
+                                  commit path (the grower and each log switch zero room
+                                  ahead, off it; mw_mp=1: under the publication lock) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

@@ -19,6 +19,8 @@
 **  - compact_kill: 3 writers and an idle process; the compacting one dies inside a
 **    compaction (mid-file, before the log switch, before or after the rename): the others go
 **    on and compact again, nothing acknowledged is lost;
+**  - room_ahead: one process; after the first log switch no commit zeroes the log's
+**    room itself (each switch zeroes and publishes the next cycle's);
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
 **    open is refused with a message naming mw_mp=1, both ways;
 **  - shells: Debian's sqlite3 with .load of the extension and mw_mp=1, two at once;
@@ -374,6 +376,74 @@ static void compact_crash(const char *dir) {
     printf("%s: died at %s after %ld transfers; two more processes recovered and wrote: "
            "%ld transfers all there\n", prog, points[p], before, acked);
   }
+}
+
+/* ---------------------------------------------------------------- room ahead */
+
+/* With mw_mp=1 a commit that finds the log's room low zeroes the next step itself,
+** holding the publication lock (every commit of every process waits: 5 ms a step
+** here, 25-40 ms on a slower disk). A log switch zeroes its new file's room off that
+** lock instead: as much as the cycle before it used (at most mw_log_max_mb and the
+** lead), and publishes it. One process commits rows of 1.5 KB with mw_log_max_mb=12,
+** waiting at the limit for the compaction (so that each cycle is 12 MB, whatever the
+** disk's pace), until 5 compactions ran: after the first, no commit zeroed room
+** itself (before: 4 to 8, one after each switch and more once a cycle outgrew the
+** lead); every row is there. */
+static void room_ahead(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/room.db", dir);
+  sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=12");
+  tu_exec(db, "CREATE TABLE pad(id INTEGER PRIMARY KEY, b BLOB)");
+  const int64_t limit = (int64_t)12 << 20;
+  const char *ins4 = "BEGIN; INSERT INTO pad(b) SELECT randomblob(1500) FROM "
+                     "(SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4); COMMIT;";
+  int64_t at_first = -1;
+  long rows = 0;
+  uint64_t t0 = now_ns();
+  for (;;) {
+    int64_t c = tu_stat(db, MW_STAT_COMPACTIONS);
+    if (c >= 1 && at_first < 0) at_first = tu_stat(db, MW_STAT_LOG_ROOM_INLINE);
+    if (c >= 5) break;
+    tu_exec(db, ins4);
+    rows += 4;
+    while (tu_stat(db, MW_STAT_LOG_BYTES) > limit && tu_stat(db, MW_STAT_COMPACTIONS) == c) {
+      CHECK(now_ns() - t0 < 120000000000ull);
+      sleep_us(1000);
+    }
+  }
+  int64_t after = tu_stat(db, MW_STAT_LOG_ROOM_INLINE) - at_first;
+  printf("%s: room ahead: %ld rows, %lld steps of room zeroed by commits before the first "
+         "compaction, %lld in the 4 cycles after\n", prog, rows, (long long)at_first,
+         (long long)after);
+  CHECK(after == 0);
+  /* Then 4 cycles in which a few commits follow the one that passed the limit at once,
+  ** while the compaction it asked for is at work: they pass the limit too and ask for
+  ** another. That request is stale once the compaction brought the log under the limit
+  ** (before, it cost a second compaction and log switch right after each one). */
+  int64_t c0 = tu_stat(db, MW_STAT_COMPACTIONS);
+  for (int cycle = 0; cycle < 4; cycle++) {
+    while (tu_stat(db, MW_STAT_LOG_BYTES) <= limit) {
+      tu_exec(db, ins4);
+      rows += 4;
+      CHECK(now_ns() - t0 < 120000000000ull);
+    }
+    for (int k = 0; k < 5; k++, rows += 4) tu_exec(db, ins4);
+    int64_t c = tu_stat(db, MW_STAT_COMPACTIONS);
+    while (tu_stat(db, MW_STAT_LOG_BYTES) > limit && tu_stat(db, MW_STAT_COMPACTIONS) == c) {
+      CHECK(now_ns() - t0 < 120000000000ull);
+      sleep_us(1000);
+    }
+    sleep_us(200000); /* a stale request would run now */
+  }
+  int64_t ran = tu_stat(db, MW_STAT_COMPACTIONS) - c0;
+  printf("%s: room ahead: %lld compactions in 4 cycles with commits during each\n", prog,
+         (long long)ran);
+  CHECK(ran <= 5);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  sqlite3 *st = tu_open_stock(path, SQLITE_OPEN_READONLY);
+  CHECK(tu_int(st, "SELECT count(*) FROM pad") == rows);
+  CHECK(tu_integrity_ok(st));
+  CHECK_RC(sqlite3_close(st), SQLITE_OK);
 }
 
 /* ---------------------------------------------------------------- compaction, all open */
@@ -752,7 +822,7 @@ int main(int argc, char **argv) {
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
     { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
     { "compact_crash", compact_crash }, { "compact_all_open", compact_all_open },
-    { "compact_kill", compact_kill },
+    { "compact_kill", compact_kill }, { "room_ahead", room_ahead },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");

@@ -295,6 +295,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     lo.sync_mode = 1;
     lo.full_fsync = o->fullfsync;
     lo.prealloc_step = o->small ? ((uint64_t)1 << 20) : 0;
+    lo.room_max = o->log_max_bytes; /* a compaction's cycle (mw_mp=1) */
     if (db->mp) mw_mp_log_options(db, &lo);
     uint64_t base = 0, last = 0;
     char *lerr = 0;

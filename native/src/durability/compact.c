@@ -205,6 +205,12 @@ static uint64_t compactor_step(void *arg) {
   mw_mutex_lock(&db->mu);
   uint64_t now = mw_now_ns();
   int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
+#if MW_USE_LOG
+  /* Commits that passed the log's limit while a compaction was at work kicked it
+  ** again: stale once that compaction brought the log under its limit (each needless
+  ** compaction costs a log switch, and the commits a pause of it). */
+  if (db->want_compact && mw_log_size(db->log) <= db->opts.log_max_bytes) db->want_compact = 0;
+#endif
   int run = db->want_compact || (timer && db->visible > db->compacted);
 #if MW_USE_LOG
   /* mw_mp=1: the log grows with every process's commits, and the process that can

@@ -54,6 +54,9 @@ void mw_crash_point(const char *name); /* crash.c (engine.h): the crash tests' p
 #include <string.h>
 
 #define MW_LOG_DEFAULT_STEP (4u * 1024u * 1024u)
+/* The most room a switch of a shared log zeroes ahead (switch_log) when the options
+** give none: the default mw_log_max_mb. */
+#define SHARED_ROOM_MAX ((uint64_t)64 << 20)
 #define MW_LOG_MAX_IOV 256          /* records per pwritev */
 #define MW_LOG_COPY_CHUNK (1u << 20) /* compaction copies in chunks of this size */
 
@@ -86,6 +89,7 @@ struct mw_log {
   int full_fsync;
   int shared;     /* multi-process mode: no grower, no preallocation (log.h) */
   uint64_t step;
+  uint64_t room_max; /* shared: the most room a switch zeroes (switch_log) */
   uint64_t salt;
 
   mw_mutex cmp_mu; /* one compaction (or close) at a time */
@@ -130,6 +134,7 @@ struct mw_log {
   ** itself only when the room is really used up). */
   mw_bg_job grower;
   int grower_running;    /* the job is added */
+  uint64_t room_inline;  /* growths made on a commit's path (mw_log_room_inline) */
 };
 
 static uint64_t grower_step(void *arg);
@@ -531,6 +536,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   log->sync_mode = opts->sync_mode;
   log->full_fsync = opts->full_fsync;
   log->step = opts->prealloc_step ? opts->prealloc_step : MW_LOG_DEFAULT_STEP;
+  log->room_max = opts->room_max ? opts->room_max : SHARED_ROOM_MAX;
   log->shared = opts->shared;
   const int follow = opts->shared && opts->follow_end != 0;
   if (follow) log->shift = opts->shift;
@@ -750,6 +756,7 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       if (!log->growing && room_is_low(log, need, GROW_LEAD) && log->grower_running) {
         mw_bg_wake(&log->grower, 0); /* background.c's lock is a leaf: safe under mu */
       } else if (!log->growing && !log->hold_growth && room_is_low(log, need, 1)) {
+        log->room_inline++;
         (void)grow_locked(log, log->alloc_end + 1, 0);
       }
       rc = log->error;
@@ -763,6 +770,7 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       mw_cond_wait(&log->cv, &log->mu);
       continue;
     }
+    log->room_inline++;
     rc = grow_locked(log, need, 1);
     if (rc != SQLITE_OK) break; /* not sticky unless the sync failed: nothing was assigned */
   }
@@ -1081,6 +1089,17 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   /* Room ahead as mw_log_grow_ahead would leave it: the commits after the switch
   ** should not have to grow the new file at once. */
   if (alloc1 - need1 < log->step / 4 * GROW_LEAD) alloc1 = round_up(need1 + log->step / 4 * GROW_LEAD, log->step);
+  /* mw_mp=1 grows the room under the publication lock, while every commit of every
+  ** process waits (mw_log_room_shared): the new file gets the room the old one used
+  ** in its life, zeroed here, where commits go on, so that the next cycle seldom grows
+  ** it there. At most room_max and the lead; an idle log keeps a small file. */
+  if (log->shared) {
+    uint64_t lead = log->step / 4 * GROW_LEAD;
+    uint64_t want = round_up(log->assigned_end - old_shift + lead, log->step);
+    uint64_t most = round_up(log->room_max + lead, log->step);
+    if (want > most) want = most;
+    if (want > alloc1) alloc1 = want;
+  }
   mw_mutex_unlock(&log->mu);
 
   /* Phase 1, commits going on: the new file with the new base, the records already
@@ -1128,7 +1147,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
-  if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base);
+  if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base, alloc_phys + new_shift);
   if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
   if (rc == SQLITE_OK) {
     renamed = 1;
@@ -1257,6 +1276,7 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   uint64_t target = round_up(end - shift + log->step, log->step);
   mw_fd fd = log->fd;
   log->growing = 1; /* a compaction's switch waits for it */
+  log->room_inline++;
   mw_mutex_unlock(&log->mu);
   rc = grow_file(log, fd, have - shift, target);
   if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
@@ -1371,6 +1391,13 @@ void mw_log_fail(mw_log *log, int rc) {
   mw_mutex_lock(&log->mu);
   set_error(log, rc == SQLITE_OK ? SQLITE_ERROR : rc);
   mw_mutex_unlock(&log->mu);
+}
+
+uint64_t mw_log_room_inline(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t n = log->room_inline;
+  mw_mutex_unlock(&log->mu);
+  return n;
 }
 
 uint64_t mw_log_size(mw_log *log) {

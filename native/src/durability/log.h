@@ -49,12 +49,15 @@ typedef struct mw_log_options {
   int full_fsync;       /* F_FULLFSYNC on macOS (mw_fullfsync=1) */
   uint64_t prealloc_step; /* bytes to preallocate at a time (0 = default 4 MiB) */
   /* Multi-process mode (mp.c): other processes append to the same file. No grower
-  ** and no preallocation (a process that zeroed room past its own end could erase
-  ** another's records): records extend the file. With follow_end != 0 the open
+  ** and no preallocation ahead of the records (a process that zeroed room past its
+  ** own end could erase another's records): room is added only by the holder of the
+  ** publication lock (mw_log_room_shared) and by a switch, for its new file, up to
+  ** room_max (0: 64 MiB) plus two steps. With follow_end != 0 the open
   ** neither creates, cuts nor syncs anything: it replays exactly the records that end
   ** at the logical offset follow_end (SQLITE_CORRUPT otherwise), with logical offsets
   ** = physical + shift, so that every process of the file has the same offsets. */
   int shared;
+  uint64_t room_max;
   uint64_t follow_end;
   uint64_t shift;
 } mw_log_options;
@@ -139,10 +142,11 @@ int mw_log_compacted(mw_log *log, uint64_t base);
 /* The same for mw_mp=1: enter(ctx) runs after the first copy (the records written so
 ** far, copied while commits go on) and before the rest is copied (mp.c takes the
 ** publication lock there: no other process appends until the switch is done; an error
-** gives the switch up); hook(ctx, new_shift, base) right before the new file is renamed
-** over the old one (mp.c announces the switch to the other processes there). */
+** gives the switch up); hook(ctx, new_shift, base, room_end) right before the new file
+** is renamed over the old one (mp.c announces the switch to the other processes there);
+** room_end: the logical end of the new file's zeroed room. */
 typedef int (*mw_log_enter_hook)(void *ctx);
-typedef void (*mw_log_switch_hook)(void *ctx, uint64_t new_shift, uint64_t base);
+typedef void (*mw_log_switch_hook)(void *ctx, uint64_t new_shift, uint64_t base, uint64_t room_end);
 int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_enter_hook enter,
                           mw_log_switch_hook hook, void *ctx);
 /* Multi-process mode: another process switched the log (a compaction): opens the file
@@ -192,6 +196,9 @@ int mw_log_restart(mw_log *log, int page_size, uint64_t base);
 
 /* Current size of the log in bytes (what MW_STAT_LOG_BYTES reports). */
 uint64_t mw_log_size(mw_log *log);
+/* Steps of room a commit zeroed itself on its path, every commit behind it waiting
+** (MW_STAT_LOG_ROOM_INLINE): the grower and a switch zero room ahead, off that path. */
+uint64_t mw_log_room_inline(mw_log *log);
 
 /* Closes the log: writes what was submitted and not yet written (no sync), waits for
 ** writes and syncs in flight. With remove set (the last close after a full compaction)

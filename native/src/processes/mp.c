@@ -102,6 +102,7 @@ struct mw_mp {
   uint64_t gen;                /* log_gen of the file db->log is on (catch_mu) */
   mw_mutex join_mu, pub_mu, catch_mu;
   int switch_locked;           /* mw_mp_compact_log holds the publication lock */
+  uint64_t switch_room;        /* the logical end of the new file's zeroed room */
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -660,8 +661,9 @@ static int compact_enter(void *ctx) {
   return rc;
 }
 
-static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base) {
+static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base, uint64_t room_end) {
   mw_mp *m = ((mw_db *)ctx)->mp;
+  m->switch_room = room_end;
   m->hdr->next_shift = new_shift;
   m->hdr->next_base = base;
   /* Odd: from here until the end of the switch, the name may hold either file. */
@@ -688,7 +690,9 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
     if (mw_log_base(db->log) == base) {
       __atomic_store_n(&m->hdr->compacted, base, __ATOMIC_RELEASE);
       __atomic_store_n(&m->hdr->shift, mw_log_shift(db->log), __ATOMIC_RELEASE);
-      __atomic_store_n(&m->hdr->alloc_end, 0, __ATOMIC_RELAXED);
+      /* The switch zeroed the new file's room off the lock: the commits after it
+      ** need not grow it again (mw_mp_commit_begin). */
+      __atomic_store_n(&m->hdr->alloc_end, m->switch_room, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&m->hdr->log_gen, g + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&m->gen, g + 1, __ATOMIC_RELAXED);

@@ -360,6 +360,9 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       mw_mutex_unlock(&db->mu);
       mw_bg_counts(&out[MW_STAT_BACKGROUND_THREADS], 0);
       out[MW_STAT_COMPACTOR_RUNS] = mw_bg_job_runs(&db->compactor);
+#if MW_USE_LOG
+      out[MW_STAT_LOG_ROOM_INLINE] = (int64_t)mw_log_room_inline(db->log);
+#endif
       return SQLITE_OK;
     }
     case SQLITE_FCNTL_COMMIT_PHASETWO:
