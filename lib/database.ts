@@ -139,6 +139,9 @@ export interface EngineStats {
   /** Steps of log room a commit had to zero itself, on the commit path (normally
    *  zeroed ahead, off it); a count that keeps rising means commits waited for the disk. */
   logRoomInline: number;
+  /** Data syncs of the log this process issued; one covers a group of commits (with
+   *  `mw_mp=1`, of every process). */
+  logSyncs: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
   /** Attempts of the last transaction() call (1 = no retry). */
@@ -1103,6 +1106,7 @@ export class Database {
       backgroundThreads: at(21),
       compactorRuns: at(22),
       logRoomInline: at(24),
+      logSyncs: at(25),
       retries: this.#retries,
       lastTransactionAttempts: this.#lastAttempts,
       raw,

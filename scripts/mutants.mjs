@@ -336,6 +336,15 @@ export const MUTANTS = [
     why: "a lazy page whose record a compaction dropped from the log is not taken from the database file",
   },
   {
+    id: "mp-group-sync-off",
+    file: "processes/mp.c",
+    find: "    if (o == 0 || o == me) { /* free, or left by a dead process of this slot */",
+    replace: "    if (1) break;\n    if (o == 0 || o == me) {",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "bank" },
+    why: "each process syncs its own records again: one data sync per commit, none covering another process's",
+  },
+  {
     id: "mp-switch-room-unpublished",
     file: "processes/mp.c",
     find: "      __atomic_store_n(&m->hdr->alloc_end, m->switch_room, __ATOMIC_RELAXED);",

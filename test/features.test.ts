@@ -176,6 +176,9 @@ describe("fileControl, stats, library facts", () => {
     expect(after.backgroundThreads).toBeGreaterThanOrEqual(1);
     expect(after.backgroundThreads).toBeLessThanOrEqual(4);
     expect(typeof after.compactorRuns).toBe("number");
+    // A synchronous=FULL commit was synced: by this process, the only one.
+    expect(after.logSyncs).toBeGreaterThan(before.logSyncs);
+    expect(after.logRoomInline).toBeGreaterThanOrEqual(0);
     const memory = new Database(":memory:");
     expect(memory.stats().engine).toBe(false);
     memory.close();

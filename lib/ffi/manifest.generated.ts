@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "830f2917a334be2e68e282c2ceeb1e5af80b28d2487d96d8e9ad0836c4e483f1",
-        "size": 1807752
+        "sha256": "0bef75245d4af3c04cea330641a1c061c6b3b974203d0444965b185635071808",
+        "size": 1809064
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "ac687a22717d63d690f41f7d08b2cd010a42f3aa48119c20b046bc8a3cca8dc0",
-        "size": 248656
+        "sha256": "d30f5289b3a957080f4ec3ab694cbf74c3f222698d57edd79d77d18600a412cc",
+        "size": 249984
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "aeb0d6a56efead9e602612860ffe58bd57c3859494e218fdd9702460a9d1e6e0",
-        "size": 1750784
+        "sha256": "3e4f12c9e0d95c955299dfd063d72012b736d6ab65947674d3dbcd55f6843f91",
+        "size": 1752224
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "91db559f05c6226b91f44543e700614892b6506676e384a039f3eb14743f57e3",
-        "size": 241016
+        "sha256": "dae623e082127950343ed579fb447da999aa8186236417cf7f2cc9954167b125",
+        "size": 242472
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "c556a69409b146977a43f7e9b8d9515f1e3fea46b4d4495b19908aa0b60bfd0c",
-        "size": 1805736
+        "sha256": "9f3e8b740a1fd5f14bc0280d67fff5efb71fa9426e3a03d44349222846782bd5",
+        "size": 1807048
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "195d9f9ed14b30e823d52792f2be2603f0c02415589b3f7856cb53f96e210866",
-        "size": 247944
+        "sha256": "ec18d801356807b29201d2e2693004b8f148d8e6355b3e395ede9b980c908421",
+        "size": 249272
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "740e800fb2cbaa4e34a7a21a4ced79fb6705953935bd993c9fd2be5ddcf1ad7b",
-        "size": 1748952
+        "sha256": "8ab09bc3ca0d671ff452ba57587600d494b15093b216635eeb94c95620de9dfb",
+        "size": 1750392
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "47dc397a100fc95b08e4e12c4a916fd271cca134ba8f9fdd02abdbdf58570464",
-        "size": 240392
+        "sha256": "67bb7b73c3e8ff2a436d85980f57c6fb3186eb041610c3623374e93da8fcc7a6",
+        "size": 241848
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "b51340845af7e45cfeca1a71cc9044d734a663d3660a53c6ac93073b5ee0e4c8",
-        "size": 1764134
+        "sha256": "e4d23ca839b85912f27a3ca54910663b2fddabee5635967fb9b1065365f40dee",
+        "size": 1764299
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "401bce52c670ada3797cbc77f6d45fcedb4ebfbcd4c3a81a2a5abd6f55cd8b98",
-        "size": 250929
+        "sha256": "5ce45d6ed6f262d42607a5a2c95f52ca3a695613542d495394c0acad14ccdb1b",
+        "size": 251094
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "577207f9edb76530b768ddffc64e516be615eedee17f5d066de8e643ffc2d39b",
-        "size": 1848240
+        "sha256": "a67f093258f4c999abd5771d469a52ba73e3421d30b6843fd1484a595a3d92dc",
+        "size": 1848400
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "d1ddd846e61ecec38359a4e64cb592047d00c099d36bd840c036e52b8b857846",
-        "size": 294472
+        "sha256": "d66d76ca990ab060f057a3e08b6ec0110d08d2a9f4ec852ed59f1cfbf45436b9",
+        "size": 294632
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "25feadecfae3d514ec6be703f230c3e97e6342e3cdf8ba1c38194aa12b66c8ec",
-        "size": 1671680
+        "sha256": "7c8836e63074b9a99d65bfbb3f50da98f85def18ec8b0b8c6018acf36bd8b237",
+        "size": 1672192
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "bef321e52cb7ac6833c22920c4d4970a4b6fd98ad77c1caec0b67165a63058b0",
-        "size": 174080
+        "sha256": "2dcfe2e6f59f97dc0b0af9fe8cbc939d94713c6ee86422dd06bfa61981e460d2",
+        "size": 174592
       }
     }
   }

@@ -72,6 +72,9 @@ enum mw_stat {
   MW_STAT_LOG_ROOM_INLINE,     /* steps of log room that a commit zeroed itself, on the
                                   commit path (the grower and each log switch zero room
                                   ahead, off it; mw_mp=1: under the publication lock) */
+  MW_STAT_LOG_SYNCS,           /* data syncs of the database's log issued by this
+                                  process (one covers a group of commits; mw_mp=1:
+                                  of every process) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

@@ -339,6 +339,9 @@ void mw_mp_left(mw_db *db, int alone);
 int mw_mp_commit_begin(mw_db *db);
 void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);
 void mw_mp_durable(mw_db *db, uint64_t end);
+/* A published record of this process durable: the processes sync for each other (one
+** leads, the others wait for the shared durable end, bounded); mp.c "group sync". */
+int mw_mp_wait_durable(mw_db *db, uint64_t end);
 void mw_mp_mark_locked(mw_db *db, uint64_t before);
 void mw_mp_refresh(mw_db *db);
 /* The store's loader for the lazy versions of other processes' records (ctx: the

@@ -39,6 +39,20 @@
 
 static const char *prog = "test_mp";
 
+/* Under ThreadSanitizer the writers' transactions run many times slower while a data
+** sync takes as long as ever: their syncs seldom overlap, so the group sync has
+** nothing to group (291 syncs for 300 commits) and its check is skipped. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -69,10 +83,28 @@ static void write_stats(sqlite3 *db, const char *path, int id) {
   snprintf(f, sizeof f, "%s.stats%d", path, id);
   FILE *fp = fopen(f, "w");
   CHECK(fp != 0);
-  fprintf(fp, "%lld %lld %lld\n", (long long)tu_stat(db, MW_STAT_COMPACTIONS),
+  fprintf(fp, "%lld %lld %lld %lld\n", (long long)tu_stat(db, MW_STAT_COMPACTIONS),
           (long long)tu_stat(db, MW_STAT_PINNED_VERSIONS),
-          (long long)tu_stat(db, MW_STAT_STORE_CHAINS));
+          (long long)tu_stat(db, MW_STAT_STORE_CHAINS), (long long)tu_stat(db, MW_STAT_LOG_SYNCS));
   CHECK(fclose(fp) == 0);
+}
+
+/* A writer's statistics (write_stats): 0 when it left none. */
+static int read_stats4(const char *path, int id, long long *comp, long long *pinned,
+                       long long *chains, long long *syncs) {
+  char f[400];
+  snprintf(f, sizeof f, "%s.stats%d", path, id);
+  FILE *fp = fopen(f, "r");
+  if (fp == 0) return 0;
+  int n = fscanf(fp, "%lld %lld %lld %lld", comp, pinned, chains, syncs);
+  fclose(fp);
+  return n == 4;
+}
+
+static int read_stats(const char *path, int id, long long *comp, long long *pinned,
+                      long long *chains) {
+  long long syncs = 0;
+  return read_stats4(path, id, comp, pinned, chains, &syncs);
 }
 
 static void dbg_log(void *arg, int code, const char *msg) {
@@ -240,8 +272,17 @@ static void bank(const char *dir) {
   CHECK(acked == 4 * per);
   CHECK(tu_int(s, "SELECT count(*) FROM ack") == acked);
   CHECK_RC(sqlite3_close(s), SQLITE_OK);
-  printf("%s: bank: 4 processes, %ld transfers, sum kept, every one there, integrity ok\n",
-         prog, acked);
+  /* The processes sync for each other (mp.c, "group sync"): fewer syncs than commits
+  ** (each syncing its own: one per commit and more). */
+  long long syncs = 0;
+  for (int i = 0; i < 4; i++) {
+    long long comp, pinned, chains, n;
+    CHECK(read_stats4(path, i, &comp, &pinned, &chains, &n));
+    syncs += n;
+  }
+  printf("%s: bank: 4 processes, %ld transfers, sum kept, every one there, integrity ok; "
+         "%lld data syncs\n", prog, acked, syncs);
+  if (!UNDER_TSAN) CHECK(syncs * 10 < (long long)acked * 8);
 }
 
 static void kill_rounds(const char *dir) {
@@ -249,7 +290,8 @@ static void kill_rounds(const char *dir) {
   snprintf(path, sizeof path, "%s/kill.db", dir);
   make_bank(path);
   static const char *crash[] = { 0, "mp_locked:7", 0, "mp_before_publish:11", 0,
-                                 "commit_after_submit:9", 0, "mp_after_publish:13", 0 };
+                                 "commit_after_submit:9", 0, "mp_after_publish:13", 0,
+                                 "mp_sync_lead:5", 0 };
   int rounds = (int)(sizeof crash / sizeof crash[0]);
   int next_id = 0;
   srand((unsigned)time(0));
@@ -465,18 +507,6 @@ static uint64_t log_base(const char *path) {
   if (fseek(fp, 24, SEEK_SET) != 0 || fread(&base, 8, 1, fp) != 1) base = 0;
   fclose(fp);
   return base;
-}
-
-/* A writer's statistics (write_stats): 0 when it left none. */
-static int read_stats(const char *path, int id, long long *comp, long long *pinned,
-                      long long *chains) {
-  char f[400];
-  snprintf(f, sizeof f, "%s.stats%d", path, id);
-  FILE *fp = fopen(f, "r");
-  if (fp == 0) return 0;
-  int n = fscanf(fp, "%lld %lld %lld", comp, pinned, chains);
-  fclose(fp);
-  return n == 3;
 }
 
 static void make_pad(const char *path) {

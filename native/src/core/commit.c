@@ -621,8 +621,7 @@ static int make_durable(commit *c, int rc) {
     ** every commit is synced (the others make a record visible once durable). */
     if (rc == SQLITE_OK) rc = mw_log_wait_written(db->log, end);
     mp_publish(c, rc, end);
-    if (rc == SQLITE_OK) rc = mw_log_wait_durable(db->log, end);
-    if (rc == SQLITE_OK) mw_mp_durable(db, end);
+    if (rc == SQLITE_OK) rc = mw_mp_wait_durable(db, end);
   } else if (rc == SQLITE_OK) {
     rc = c->l->sync_level >= 2 ? mw_log_wait_durable(db->log, end)
                                : mw_log_wait_written(db->log, end);

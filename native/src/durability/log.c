@@ -135,6 +135,7 @@ struct mw_log {
   mw_bg_job grower;
   int grower_running;    /* the job is added */
   uint64_t room_inline;  /* growths made on a commit's path (mw_log_room_inline) */
+  uint64_t syncs;        /* data syncs (sync_locked), for mw_log_syncs */
 };
 
 static uint64_t grower_step(void *arg);
@@ -877,6 +878,28 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
 
 /* Waits until everything before end_offset is written (durable = 0) or durable,
 ** taking the writer's or the syncer's part when nobody has it. */
+/* Becomes the syncer (none running, no switch: the caller checked): this sync starts
+** now, so it covers everything written before. Called and returns with mu held; drops
+** it around the system calls. A failure is sticky (set_error). */
+static void sync_locked(mw_log *log) {
+  uint64_t target = log->written_end;
+  mw_fd fd = log->fd, mfd = log->mirror ? log->mfd : MW_FD_INVALID;
+  log->syncing = 1;
+  log->sync_gen = log->fd_gen;
+  log->sync_mirrored = log->mirror;
+  log->syncs++;
+  mw_mutex_unlock(&log->mu);
+  int rc = mw_file_datasync(fd, log->full_fsync, 0);
+  /* During a switch: the new file too, since the name may point at it after a
+  ** crash (every byte written since the mirror began went to both files). */
+  if (rc == SQLITE_OK && mfd != MW_FD_INVALID) rc = mw_file_datasync(mfd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->syncing = 0;
+  if (rc != SQLITE_OK) set_error(log, rc);
+  else if (target > log->synced_end) log->synced_end = target;
+  wake_all(log);
+}
+
 static int wait_for(mw_log *log, uint64_t end_offset, int durable) {
   mw_mutex_lock(&log->mu);
   int rc;
@@ -890,23 +913,7 @@ static int wait_for(mw_log *log, uint64_t end_offset, int durable) {
       continue;
     }
     if (durable && !log->syncing && !log->switching && log->written_end >= end_offset) {
-      /* Become the syncer: this sync starts after the record was written, and covers
-      ** everything written before it starts. */
-      uint64_t target = log->written_end;
-      mw_fd fd = log->fd, mfd = log->mirror ? log->mfd : MW_FD_INVALID;
-      log->syncing = 1;
-      log->sync_gen = log->fd_gen;
-      log->sync_mirrored = log->mirror;
-      mw_mutex_unlock(&log->mu);
-      rc = mw_file_datasync(fd, log->full_fsync, 0);
-      /* During a switch: the new file too, since the name may point at it after a
-      ** crash (every byte written since the mirror began went to both files). */
-      if (rc == SQLITE_OK && mfd != MW_FD_INVALID) rc = mw_file_datasync(mfd, log->full_fsync, 0);
-      mw_mutex_lock(&log->mu);
-      log->syncing = 0;
-      if (rc != SQLITE_OK) set_error(log, rc);
-      else if (target > log->synced_end) log->synced_end = target;
-      wake_all(log);
+      sync_locked(log);
       continue;
     }
     /* Written, not yet synced: only a sync's end (or one write's end, to elect a
@@ -921,6 +928,32 @@ int mw_log_wait_durable(mw_log *log, uint64_t end_offset) {
   /* Without syncs (synchronous=OFF) a commit still waits for its write, as stock
   ** SQLite returns from COMMIT only after write(): a killed process loses nothing. */
   return wait_for(log, end_offset, log->sync_mode != 0);
+}
+
+int mw_log_sync_now(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  /* One in progress may have started before the caller's reason to sync: wait. */
+  while (rc == SQLITE_OK && log->sync_mode != 0 && (log->syncing || log->switching)) {
+    mw_cond_wait(&log->cv, &log->mu);
+    rc = log->error;
+  }
+  if (rc == SQLITE_OK && log->sync_mode != 0) {
+    sync_locked(log);
+    rc = log->error;
+  }
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
+void mw_log_note_durable(mw_log *log, uint64_t end) {
+  mw_mutex_lock(&log->mu);
+  if (end > log->written_end) end = log->written_end;
+  if (log->error == SQLITE_OK && end > log->synced_end) {
+    log->synced_end = end;
+    wake_all(log);
+  }
+  mw_mutex_unlock(&log->mu);
 }
 
 uint64_t mw_log_durable_end(mw_log *log) {
@@ -1396,6 +1429,13 @@ void mw_log_fail(mw_log *log, int rc) {
 uint64_t mw_log_room_inline(mw_log *log) {
   mw_mutex_lock(&log->mu);
   uint64_t n = log->room_inline;
+  mw_mutex_unlock(&log->mu);
+  return n;
+}
+
+uint64_t mw_log_syncs(mw_log *log) {
+  mw_mutex_lock(&log->mu);
+  uint64_t n = log->syncs;
   mw_mutex_unlock(&log->mu);
   return n;
 }

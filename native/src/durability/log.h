@@ -118,6 +118,14 @@ void mw_log_fail(mw_log *log, int rc);
 ** error of the write or sync that failed; once one failed, every later wait fails too. */
 int mw_log_wait_durable(mw_log *log, uint64_t end_offset);
 
+/* Multi-process mode's group sync (mp.c): sync_now starts a data sync after the call
+** began (after one in progress, and after a switch) and returns once it finished: it
+** covers every byte written to the file before the call, whoever wrote it. With
+** sync_mode 0 it does nothing. note_durable: another process's such sync covered every
+** byte before `end` (at most what this log has written); waits for it return. */
+int mw_log_sync_now(mw_log *log);
+void mw_log_note_durable(mw_log *log, uint64_t end);
+
 /* The end of the durable prefix: every record that ends at or before it is synced. 0
 ** after an error, and with sync_mode 0 (no syncs). Added by issue 10: the first
 ** committer that sees a group sync finish makes the whole group visible. */
@@ -199,6 +207,9 @@ uint64_t mw_log_size(mw_log *log);
 /* Steps of room a commit zeroed itself on its path, every commit behind it waiting
 ** (MW_STAT_LOG_ROOM_INLINE): the grower and a switch zero room ahead, off that path. */
 uint64_t mw_log_room_inline(mw_log *log);
+/* Data syncs of the log for commits (group syncs, the group sync across processes'
+** leads): MW_STAT_LOG_SYNCS. */
+uint64_t mw_log_syncs(mw_log *log);
 
 /* Closes the log: writes what was submitted and not yet written (no sync), waits for
 ** writes and syncs in flight. With remove set (the last close after a full compaction)

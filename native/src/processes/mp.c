@@ -54,7 +54,7 @@
 #include <unistd.h>
 
 #define SHM_MAGIC "SQLMWSHM"
-#define SHM_VERSION 3u
+#define SHM_VERSION 4u
 #define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193
@@ -89,6 +89,9 @@ typedef struct shm_hdr {
   uint64_t turn_want[MW_MP_SLOTS]; /* per slot: its arrival number while it waits, 0 */
   uint32_t turn_wake[MW_MP_SLOTS]; /* per slot: bumped when the turn is handed to it (a
                                ** futex word on Linux) */
+  /* The group sync across processes ("group sync" below). */
+  uint32_t sync_owner;         /* slot + 1 of the process syncing for the others, 0 */
+  uint32_t sync_seq;           /* bumped when it is done (a futex word on Linux) */
 } shm_hdr;
 
 struct mw_mp {
@@ -457,6 +460,92 @@ void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
 }
 
 void mw_mp_durable(mw_db *db, uint64_t end) { durable_max(db->mp, end); }
+
+/* ---------------------------------------------------------------- group sync */
+
+/* Each process synced its own records: with one writer per process, one data sync per
+** commit (16 processes inserting: 15,000 syncs for 15,000 commits, where 16 threads of
+** one process needed one per 4). So the processes sync for each other: one at a time
+** leads (sync_owner), the others wait until the shared durable end passes their
+** record. A leader reads the committed end, then starts its sync: every record
+** published before was written whole before the sync began, so the sync covers it,
+** provided it syncs the file those records are in: its log is on the current file
+** (its generation is the shared one) and no switch began before the sync ended (the
+** generation is the same after). Otherwise it claims only its own record, as before.
+** A follower that arrived during a sync waits for it, then (not covered: it started
+** too early) one of them leads the next. Nothing depends on the waits: a follower
+** passes over a leader that died (its slot's lock byte is free) and, after
+** SYNC_GIVE_UP_MS, syncs itself. */
+
+#define SYNC_POLL_MS 1         /* a follower looks at the leader at least this often */
+#define SYNC_GIVE_UP_MS 100    /* then syncs itself (a sync may take that long) */
+
+static void seq_wake_all(uint32_t *w) {
+  __atomic_add_fetch(w, 1, __ATOMIC_SEQ_CST);
+#ifdef __linux__
+  (void)syscall(SYS_futex, w, FUTEX_WAKE, 0x7fffffff, (void *)0, (void *)0, 0);
+#endif
+}
+
+/* Until *w moves from `seen`, SYNC_POLL_MS at most. */
+static void seq_sleep(uint32_t *w, uint32_t seen) {
+#ifdef __linux__
+  struct timespec ts = { 0, SYNC_POLL_MS * 1000000L };
+  (void)syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, (void *)0, 0);
+#else
+  for (int i = 0; i < 4 && __atomic_load_n(w, __ATOMIC_SEQ_CST) == seen; i++) mw_sleep_us(250);
+#endif
+}
+
+static int lead_sync(mw_db *db, uint64_t end) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  uint64_t g = __atomic_load_n(&h->log_gen, __ATOMIC_SEQ_CST);
+  uint64_t covers = __atomic_load_n(&h->committed_end, __ATOMIC_SEQ_CST);
+  int same_file = (g & 1) == 0 && g == __atomic_load_n(&m->gen, __ATOMIC_SEQ_CST);
+  mw_crash_point("mp_sync_lead"); /* the others pass a dead leader over */
+  int rc = mw_log_sync_now(db->log);
+  if (rc == SQLITE_OK) {
+    durable_max(m, end); /* its own record: written to its log before */
+    if (same_file && __atomic_load_n(&h->log_gen, __ATOMIC_SEQ_CST) == g) durable_max(m, covers);
+  }
+  __atomic_store_n(&h->sync_owner, 0, __ATOMIC_SEQ_CST);
+  seq_wake_all(&h->sync_seq);
+  return rc;
+}
+
+int mw_mp_wait_durable(mw_db *db, uint64_t end) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  uint32_t me = (uint32_t)m->slot + 1;
+  uint64_t since = 0;
+  for (;;) {
+    if (__atomic_load_n(&h->durable_end, __ATOMIC_SEQ_CST) >= end) {
+      mw_log_note_durable(db->log, end);
+      return SQLITE_OK;
+    }
+    uint32_t seen = __atomic_load_n(&h->sync_seq, __ATOMIC_SEQ_CST);
+    uint32_t o = __atomic_load_n(&h->sync_owner, __ATOMIC_SEQ_CST);
+    if (o == 0 || o == me) { /* free, or left by a dead process of this slot */
+      if (__atomic_compare_exchange_n(&h->sync_owner, &o, me, 0, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST))
+        return lead_sync(db, end);
+      continue;
+    }
+    uint64_t now = mw_now_ns();
+    if (since == 0) since = now;
+    if (now - since > (uint64_t)SYNC_GIVE_UP_MS * 1000000u) break;
+    if (now - since > (uint64_t)SYNC_POLL_MS * 1000000u && o <= MW_MP_SLOTS &&
+        !held_elsewhere(m->fd, LOCK_SLOT0 + (int)o - 1)) {
+      __atomic_compare_exchange_n(&h->sync_owner, &o, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+      continue;
+    }
+    seq_sleep(&h->sync_seq, seen);
+  }
+  int rc = mw_log_wait_durable(db->log, end);
+  if (rc == SQLITE_OK) durable_max(m, end);
+  return rc;
+}
 
 /* ---------------------------------------------------------------- the turn across processes */
 
@@ -922,6 +1011,7 @@ void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
   (void)db; (void)rc; (void)epoch; (void)end;
 }
 void mw_mp_durable(mw_db *db, uint64_t end) { (void)db; (void)end; }
+int mw_mp_wait_durable(mw_db *db, uint64_t end) { (void)db; (void)end; return SQLITE_MISUSE; }
 void mw_mp_mark_locked(mw_db *db, uint64_t before) { (void)db; (void)before; }
 int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) { (void)db; *pLimit = 0; return SQLITE_BUSY; }
 int mw_mp_compact_log(mw_db *db, uint64_t base) { (void)db; (void)base; return SQLITE_MISUSE; }

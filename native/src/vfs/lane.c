@@ -362,6 +362,7 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       out[MW_STAT_COMPACTOR_RUNS] = mw_bg_job_runs(&db->compactor);
 #if MW_USE_LOG
       out[MW_STAT_LOG_ROOM_INLINE] = (int64_t)mw_log_room_inline(db->log);
+      out[MW_STAT_LOG_SYNCS] = (int64_t)mw_log_syncs(db->log);
 #endif
       return SQLITE_OK;
     }
