@@ -338,11 +338,20 @@ export const MUTANTS = [
   {
     id: "mp-group-sync-off",
     file: "processes/mp.c",
-    find: "    if (o == 0 || o == me) { /* free, or left by a dead process of this slot */",
-    replace: "    if (1) break;\n    if (o == 0 || o == me) {",
+    find: "    uint32_t seen = __atomic_load_n(&h->sync_seq, __ATOMIC_SEQ_CST);",
+    replace: "    uint32_t seen = 0;\n    break;",
     tests: ["test_mp"],
     env: { MW_MP_CASE: "bank" },
     why: "each process syncs its own records again: one data sync per commit, none covering another process's",
+  },
+  {
+    id: "mp-group-sync-thread-leads",
+    file: "processes/mp.c",
+    find: "    if (o == 0 || (o == me && !__atomic_load_n(&m->leading, __ATOMIC_SEQ_CST))) {",
+    replace: "    if (o == 0 || o == me) { __atomic_store_n(&m->leading, 0, __ATOMIC_SEQ_CST);",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "threads_sync" },
+    why: "every thread of the leading process leads a group sync of its own: one data sync per commit again",
   },
   {
     id: "mp-switch-room-unpublished",

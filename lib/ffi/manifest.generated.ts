@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "0bef75245d4af3c04cea330641a1c061c6b3b974203d0444965b185635071808",
-        "size": 1809064
+        "sha256": "7c40bf6de98a1abd4fe7672d1d8d7de77c88e575cc323d44ab66e911e75594d1",
+        "size": 1809160
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "d30f5289b3a957080f4ec3ab694cbf74c3f222698d57edd79d77d18600a412cc",
-        "size": 249984
+        "sha256": "86915dc9183ca5f1fd4600cc56a10cd4b3e522c166699f957a008ca3398fe1bb",
+        "size": 250080
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "3e4f12c9e0d95c955299dfd063d72012b736d6ab65947674d3dbcd55f6843f91",
-        "size": 1752224
+        "sha256": "a85624865fa1f242c10c1bacc4dcd5ef5d109b5e21d995eaff3544736d7758c6",
+        "size": 1752352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "dae623e082127950343ed579fb447da999aa8186236417cf7f2cc9954167b125",
-        "size": 242472
+        "sha256": "7d77278e54993cb5101d36c95a4fa8b13f26e3ccceeb4b90f78313b02e68de98",
+        "size": 242600
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "9f3e8b740a1fd5f14bc0280d67fff5efb71fa9426e3a03d44349222846782bd5",
-        "size": 1807048
+        "sha256": "e3c450e5545ad7fadb3618c5e9f78d6dadc2b68c7a482103b017d282d68b8c85",
+        "size": 1807144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "ec18d801356807b29201d2e2693004b8f148d8e6355b3e395ede9b980c908421",
-        "size": 249272
+        "sha256": "417d35c39f05fc2f0565d152d38b7c4eba3f73acc2370180476e5bb715ffa9ed",
+        "size": 249368
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8ab09bc3ca0d671ff452ba57587600d494b15093b216635eeb94c95620de9dfb",
-        "size": 1750392
+        "sha256": "e924b8c8bb2cd0b2e84e24caa04817f36797c96c7fc99a363cd0db9de2e40f26",
+        "size": 1750520
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "67bb7b73c3e8ff2a436d85980f57c6fb3186eb041610c3623374e93da8fcc7a6",
-        "size": 241848
+        "sha256": "9267423e904b6f64900657c1b19f787a3318035089e4d0019d1075b43b940e14",
+        "size": 241976
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "e4d23ca839b85912f27a3ca54910663b2fddabee5635967fb9b1065365f40dee",
+        "sha256": "425ed726253de6ec841edfea381c2eb7b9058bd078b221e42bf11c9a56819e68",
         "size": 1764299
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "5ce45d6ed6f262d42607a5a2c95f52ca3a695613542d495394c0acad14ccdb1b",
+        "sha256": "5a72b49c505e3d8a966936e2082bc75e9f4f67c56091114aa3223757e039fd53",
         "size": 251094
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "a67f093258f4c999abd5771d469a52ba73e3421d30b6843fd1484a595a3d92dc",
+        "sha256": "ed74e8973e14596db7d6a64451e84a86bcbb30d2674ee77028033094f63776c0",
         "size": 1848400
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "d66d76ca990ab060f057a3e08b6ec0110d08d2a9f4ec852ed59f1cfbf45436b9",
+        "sha256": "08e6dfb3819a477ef4b88d924430f76e824df70ce9ca4a0f80f1218bdcf9a92c",
         "size": 294632
       }
     },

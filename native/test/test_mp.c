@@ -19,6 +19,7 @@
 **  - compact_kill: 3 writers and an idle process; the compacting one dies inside a
 **    compaction (mid-file, before the log switch, before or after the rename): the others go
 **    on and compact again, nothing acknowledged is lost;
+**  - threads_sync: 8 threads of one process sync as a group;
 **  - room_ahead: one process; after the first log switch no commit zeroes the log's
 **    room itself (each switch zeroes and publishes the next cycle's);
 **  - mismatch: a process with mw_mp=1 and one without on the same file: the later
@@ -418,6 +419,55 @@ static void compact_crash(const char *dir) {
     printf("%s: died at %s after %ld transfers; two more processes recovered and wrote: "
            "%ld transfers all there\n", prog, points[p], before, acked);
   }
+}
+
+/* ---------------------------------------------------------------- threads of one process */
+
+typedef struct sync_worker {
+  const char *path;
+  int id, n, done;
+} sync_worker;
+
+static void *sync_worker_main(void *arg) {
+  sync_worker *w = arg;
+  sqlite3 *db = tu_open(w->path, "mw_mp=1");
+  for (int k = 0; k < w->n; k++) {
+    char sql[200];
+    snprintf(sql, sizeof sql, "INSERT INTO t(w, k) VALUES (%d, %d)", w->id, k);
+    for (;;) { /* an insert into a shared page may lose to another; try again */
+      int rc = sqlite3_exec(db, sql, 0, 0, 0);
+      if (rc == SQLITE_OK) break;
+      CHECK((sqlite3_extended_errcode(db) & 0xff) == SQLITE_BUSY);
+    }
+    w->done++;
+  }
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return 0;
+}
+
+/* 8 threads of one process commit on a mw_mp=1 database: they sync as a group, as
+** threads of a process without mw_mp=1 do. The group sync across processes first let
+** each thread of the leading process lead too (the leader's slot is also theirs): one
+** data sync per commit, one after the other (16 threads updating a hot row: 4,800
+** commits a second instead of 15,000). Every row is there. */
+static void threads_sync(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/threads.db", dir);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, w INT, k INT)");
+  int64_t before = tu_stat(db, MW_STAT_LOG_SYNCS);
+  enum { THREADS = 8 };
+  sync_worker w[THREADS];
+  int per = (int)(150 * scale());
+  if (per < 40) per = 40;
+  for (int i = 0; i < THREADS; i++) w[i] = (sync_worker){ path, i, per, 0 };
+  tu_threads(THREADS, sync_worker_main, w, sizeof w[0]);
+  int64_t syncs = tu_stat(db, MW_STAT_LOG_SYNCS) - before;
+  CHECK(tu_int(db, "SELECT count(*) FROM t") == (int64_t)THREADS * per);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  printf("%s: threads: 8 threads of one process, %d commits, %lld data syncs\n", prog,
+         THREADS * per, (long long)syncs);
+  if (!UNDER_TSAN) CHECK(syncs * 10 < (int64_t)THREADS * per * 8);
 }
 
 /* ---------------------------------------------------------------- room ahead */
@@ -853,6 +903,7 @@ int main(int argc, char **argv) {
     { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
     { "compact_crash", compact_crash }, { "compact_all_open", compact_all_open },
     { "compact_kill", compact_kill }, { "room_ahead", room_ahead },
+    { "threads_sync", threads_sync },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");

@@ -106,6 +106,7 @@ struct mw_mp {
   mw_mutex join_mu, pub_mu, catch_mu;
   int switch_locked;           /* mw_mp_compact_log holds the publication lock */
   uint64_t switch_room;        /* the logical end of the new file's zeroed room */
+  int leading;                 /* a thread of this process leads the group sync */
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -509,7 +510,10 @@ static int lead_sync(mw_db *db, uint64_t end) {
     durable_max(m, end); /* its own record: written to its log before */
     if (same_file && __atomic_load_n(&h->log_gen, __ATOMIC_SEQ_CST) == g) durable_max(m, covers);
   }
-  __atomic_store_n(&h->sync_owner, 0, __ATOMIC_SEQ_CST);
+  /* Not ours any more when a follower passed this process over. */
+  uint32_t me = (uint32_t)m->slot + 1;
+  __atomic_compare_exchange_n(&h->sync_owner, &me, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&m->leading, 0, __ATOMIC_SEQ_CST);
   seq_wake_all(&h->sync_seq);
   return rc;
 }
@@ -526,16 +530,23 @@ int mw_mp_wait_durable(mw_db *db, uint64_t end) {
     }
     uint32_t seen = __atomic_load_n(&h->sync_seq, __ATOMIC_SEQ_CST);
     uint32_t o = __atomic_load_n(&h->sync_owner, __ATOMIC_SEQ_CST);
-    if (o == 0 || o == me) { /* free, or left by a dead process of this slot */
-      if (__atomic_compare_exchange_n(&h->sync_owner, &o, me, 0, __ATOMIC_SEQ_CST,
-                                      __ATOMIC_SEQ_CST))
-        return lead_sync(db, end);
+    /* Free, or left by a dead process of this slot (not by another thread of this
+    ** one: that one leads, and this thread waits for it as the others do). */
+    if (o == 0 || (o == me && !__atomic_load_n(&m->leading, __ATOMIC_SEQ_CST))) {
+      int free_now = 0;
+      if (__atomic_compare_exchange_n(&m->leading, &free_now, 1, 0, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST)) {
+        if (__atomic_compare_exchange_n(&h->sync_owner, &o, me, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+          return lead_sync(db, end);
+        __atomic_store_n(&m->leading, 0, __ATOMIC_SEQ_CST);
+      }
       continue;
     }
     uint64_t now = mw_now_ns();
     if (since == 0) since = now;
     if (now - since > (uint64_t)SYNC_GIVE_UP_MS * 1000000u) break;
-    if (now - since > (uint64_t)SYNC_POLL_MS * 1000000u && o <= MW_MP_SLOTS &&
+    if (now - since > (uint64_t)SYNC_POLL_MS * 1000000u && o != me && o <= MW_MP_SLOTS &&
         !held_elsewhere(m->fd, LOCK_SLOT0 + (int)o - 1)) {
       __atomic_compare_exchange_n(&h->sync_owner, &o, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
       continue;
