@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "7c40bf6de98a1abd4fe7672d1d8d7de77c88e575cc323d44ab66e911e75594d1",
+        "sha256": "a83d51ebae139243f9adbf66714147e66d5df268ef55d2264b9dfddcc2cd2fa0",
         "size": 1809160
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "86915dc9183ca5f1fd4600cc56a10cd4b3e522c166699f957a008ca3398fe1bb",
+        "sha256": "4fc2699de711f68776cd002f23a16f8f6538b6787a6c18eecebed1366a6c49bd",
         "size": 250080
       }
     },
@@ -31,13 +31,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "a85624865fa1f242c10c1bacc4dcd5ef5d109b5e21d995eaff3544736d7758c6",
+        "sha256": "20a11e49abcfe5b6464098d8cf40b574e40d611f07656bbf0b165047e2d9ca74",
         "size": 1752352
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "7d77278e54993cb5101d36c95a4fa8b13f26e3ccceeb4b90f78313b02e68de98",
+        "sha256": "4a2a983d3292162af9c37b1e136d11d4100baeea5cc4efa43a355668c4c009a5",
         "size": 242600
       }
     },
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "e3c450e5545ad7fadb3618c5e9f78d6dadc2b68c7a482103b017d282d68b8c85",
+        "sha256": "db7dd457079f29bc3378221e451b36bd233893d20fb4ffb00316ef99a70928e1",
         "size": 1807144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "417d35c39f05fc2f0565d152d38b7c4eba3f73acc2370180476e5bb715ffa9ed",
+        "sha256": "4cbb216f69bf9f6cdd07760bd51e99b8ff5c4df02f4fadb0d2b7a5be7699ccf3",
         "size": 249368
       }
     },
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "e924b8c8bb2cd0b2e84e24caa04817f36797c96c7fc99a363cd0db9de2e40f26",
+        "sha256": "8e8aa646e7dd3226cf137eedafb70bbe2c8c577f55b884d0988d6c06d19280ee",
         "size": 1750520
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "9267423e904b6f64900657c1b19f787a3318035089e4d0019d1075b43b940e14",
+        "sha256": "55febaab8a59e92e3db55fc777db111f41915317a5a23219a29216efbc36a1ac",
         "size": 241976
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "425ed726253de6ec841edfea381c2eb7b9058bd078b221e42bf11c9a56819e68",
+        "sha256": "27a7e63e3befc23917cfe75f19ec44bdce2bc3ac3ea2a834521d96a566282962",
         "size": 1764299
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "5a72b49c505e3d8a966936e2082bc75e9f4f67c56091114aa3223757e039fd53",
+        "sha256": "4ce0c38ae972e8d56f906f5662d757b5b81aef5d59a36678386f9b9d96de0d05",
         "size": 251094
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "ed74e8973e14596db7d6a64451e84a86bcbb30d2674ee77028033094f63776c0",
+        "sha256": "0ce0825727dc38e774d4ec72ac8608cf423d17043de9f69a004baec4b36870b3",
         "size": 1848400
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "08e6dfb3819a477ef4b88d924430f76e824df70ce9ca4a0f80f1218bdcf9a92c",
+        "sha256": "49b3aab4fe6bd656ee27983090e7129307cf255fd30e0f63193d86e6f85651ad",
         "size": 294632
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "7c8836e63074b9a99d65bfbb3f50da98f85def18ec8b0b8c6018acf36bd8b237",
+        "sha256": "0e5cf18352cc0a4a0dc3e40d62479d1b682bf3962c75c8c1cda9f5160c206121",
         "size": 1672192
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "2dcfe2e6f59f97dc0b0af9fe8cbc939d94713c6ee86422dd06bfa61981e460d2",
+        "sha256": "460710687ab2b510196d4a779b1d8d98969d78baae62fd4a28aad62591f20d86",
         "size": 174592
       }
     }

@@ -1365,26 +1365,19 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
   return rc;
 }
 
-uint64_t mw_log_base(mw_log *log) {
+/* One field of the log read under its mutex (the accessors below). */
+static uint64_t read_locked(mw_log *log, const uint64_t *field) {
   mw_mutex_lock(&log->mu);
-  uint64_t b = log->base;
+  uint64_t v = *field;
   mw_mutex_unlock(&log->mu);
-  return b;
+  return v;
 }
 
-uint64_t mw_log_end(mw_log *log) {
-  mw_mutex_lock(&log->mu);
-  uint64_t e = log->assigned_end;
-  mw_mutex_unlock(&log->mu);
-  return e;
-}
-
-uint64_t mw_log_shift(mw_log *log) {
-  mw_mutex_lock(&log->mu);
-  uint64_t e = log->shift;
-  mw_mutex_unlock(&log->mu);
-  return e;
-}
+uint64_t mw_log_base(mw_log *log) { return read_locked(log, &log->base); }
+uint64_t mw_log_end(mw_log *log) { return read_locked(log, &log->assigned_end); }
+uint64_t mw_log_shift(mw_log *log) { return read_locked(log, &log->shift); }
+uint64_t mw_log_room_inline(mw_log *log) { return read_locked(log, &log->room_inline); }
+uint64_t mw_log_syncs(mw_log *log) { return read_locked(log, &log->syncs); }
 
 int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
   mw_mutex_lock(&log->cmp_mu);
@@ -1424,20 +1417,6 @@ void mw_log_fail(mw_log *log, int rc) {
   mw_mutex_lock(&log->mu);
   set_error(log, rc == SQLITE_OK ? SQLITE_ERROR : rc);
   mw_mutex_unlock(&log->mu);
-}
-
-uint64_t mw_log_room_inline(mw_log *log) {
-  mw_mutex_lock(&log->mu);
-  uint64_t n = log->room_inline;
-  mw_mutex_unlock(&log->mu);
-  return n;
-}
-
-uint64_t mw_log_syncs(mw_log *log) {
-  mw_mutex_lock(&log->mu);
-  uint64_t n = log->syncs;
-  mw_mutex_unlock(&log->mu);
-  return n;
 }
 
 uint64_t mw_log_size(mw_log *log) {
