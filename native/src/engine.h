@@ -375,6 +375,9 @@ void mw_mp_sync_to(mw_db *db, uint64_t end);
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */
 void mw_crash_point(const char *name);
+/* Pause points for the race tests: MW_PAUSE_AT=<name>:<ms> sleeps that long every
+** time the named point is reached. */
+void mw_pause_point(const char *name);
 
 /* ---------------------------------------------------------------- guard.c */
 /* Header bytes 18 and 19 while the log may hold commits the file does not: stock
@@ -498,8 +501,9 @@ struct mw_lane {
   int lost_turn;               /* its last refusal was while holding a turn that was
                                   not exclusive: the next one is (turn.c) */
   int touched;                 /* this snapshot read a page through xRead */
-  int cold_start;              /* this snapshot went cold at its start: SQLite lets
-                                  it go at once and locks again (lane.c) */
+  int cold_start;              /* this snapshot went cold at its start (or follows
+                                  one that did, unread): SQLite lets it go at once
+                                  and locks again (lane.c) */
 
   /* The threads that used this transaction (owner.c; changed under db->mu by the
   ** lane's callers, read by the compactor under db->mu; cleared at its end). Once

@@ -43,9 +43,11 @@
 
 static const char *prog = "test_mp";
 
-/* Under ThreadSanitizer the writers' transactions run many times slower while a data
-** sync takes as long as ever: their syncs seldom overlap, so the group sync has
-** nothing to group (291 syncs for 300 commits) and its check is skipped. */
+/* Under ThreadSanitizer or an emulator (qemu, CI's other targets) the writers'
+** transactions run many times slower while a data sync takes as long as ever: their
+** syncs overlap less, so the group sync has less to group (TSan: 291 syncs for 300
+** commits; qemu on a loaded machine: 230-240). There the checks of the group sync only
+** ask for fewer syncs than commits (without it: one per commit and more). */
 #if defined(__SANITIZE_THREAD__)
 #define UNDER_TSAN 1
 #elif defined(__has_feature)
@@ -71,6 +73,12 @@ static double scale(void) {
   double v = e ? atof(e) : 1.0;
   return v > 0 ? v : 1.0;
 }
+/* The share of commits that may sync: see UNDER_TSAN. */
+static double sync_share(void) {
+  const char *emu = getenv("MW_TEST_EMULATOR");
+  return UNDER_TSAN || (emu && *emu) ? 1.0 : 0.8;
+}
+
 static const char *self_exe;
 static char extension[1024];   /* the loadable extension, "" when the shells are skipped */
 
@@ -292,7 +300,7 @@ static void bank(const char *dir) {
   }
   printf("%s: bank: 4 processes, %ld transfers, sum kept, every one there, integrity ok; "
          "%lld data syncs\n", prog, acked, syncs);
-  if (!UNDER_TSAN) CHECK(syncs * 10 < (long long)acked * 8);
+  CHECK(syncs < (long long)((double)acked * sync_share()));
 }
 
 static void kill_rounds(const char *dir) {
@@ -476,7 +484,7 @@ static void threads_sync(const char *dir) {
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   printf("%s: threads: 8 threads of one process, %d commits, %lld data syncs\n", prog,
          THREADS * per, (long long)syncs);
-  if (!UNDER_TSAN) CHECK(syncs * 10 < (int64_t)THREADS * per * 8);
+  CHECK(syncs < (int64_t)((double)THREADS * per * sync_share()));
 }
 
 /* ---------------------------------------------------------------- room ahead */
@@ -746,6 +754,59 @@ static void compact_kill(const char *dir) {
   }
 }
 
+/* A snapshot's catch-up (mw_mp_refresh, no lock held) reads the committed end, then
+** the log's generation, and applies the records up to that end from this process's
+** file. It once applied up to the committed end read again later: when a switch
+** ended in between and another commit followed, those records were only in the new
+** file, and reading them from the old one broke the process's database (a false
+** SQLITE_CORRUPT; 1 run of compact_kill in 10 on a loaded machine). Here a pause
+** point (MW_PAUSE_AT) holds one writer between the two reads for 40 ms every time,
+** while two others switch the log about twice a second. */
+static void refresh_switch(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/refresh.db", dir);
+  make_pad(path);
+  set_stop(path, 0);
+  setenv("MW_PAUSE_AT", "mp_refresh_read:40", 1);
+  pid_t slow = spawn_writer(path, 0, 0, "mw_mp=1&mw_log_max_mb=2", 0);
+  unsetenv("MW_PAUSE_AT");
+  setenv("MW_TEST_PAD", "1", 1);
+  pid_t others[2];
+  for (int i = 0; i < 2; i++) others[i] = spawn_writer(path, i + 1, 0, "mw_mp=1&mw_log_max_mb=1", 0);
+  unsetenv("MW_TEST_PAD");
+  uint64_t t0 = now_ns(), base = 0;
+  int switches = -1;
+  const int want = UNDER_TSAN ? 3 : 8;
+  while (switches < want || ack_count(path, 0) < 40) {
+    uint64_t b = log_base(path);
+    if (b != 0 && b != base) {
+      base = b;
+      switches++;
+    }
+    int st = 0;
+    pid_t r = waitpid(slow, &st, WNOHANG);
+    if (r == slow || now_ns() - t0 > 120000000000ull) {
+      fprintf(stderr, "%s: refresh_switch: the paused writer %s after %ld transfers, %d "
+              "switches\n", prog, r == slow ? "ended" : "was too slow", ack_count(path, 0),
+              switches);
+      set_stop(path, 1);
+      CHECK(0);
+    }
+    sleep_us(5000);
+  }
+  set_stop(path, 1);
+  CHECK(tu_wait_status(slow) == 0);
+  for (int i = 0; i < 2; i++) CHECK(tu_wait_status(others[i]) == 0);
+  set_stop(path, 0);
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, 3);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: catch-up across %d log switches with a writer paused in it: %ld acknowledged "
+         "transfers all there\n", prog, switches, acked);
+}
+
 static int try_open(const char *path, const char *params, char *msg, size_t size) {
   char uri[600];
   snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter%s%s", path, *params ? "&" : "", params);
@@ -912,7 +973,7 @@ int main(int argc, char **argv) {
     { "bank", bank }, { "kill", kill_rounds }, { "compact_join", compact_join },
     { "compact_crash", compact_crash }, { "compact_all_open", compact_all_open },
     { "compact_kill", compact_kill }, { "room_ahead", room_ahead },
-    { "threads_sync", threads_sync },
+    { "threads_sync", threads_sync }, { "refresh_switch", refresh_switch },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");

@@ -98,8 +98,15 @@ static int use_txn(mw_lane *l) {
 }
 
 static void snap_begin(mw_lane *l) {
+  /* The previous snapshot went cold and SQLite let it go unread (it saw the header
+  ** changed, and locks again): SQLite drops its cache at this lock all the same (it
+  ** recovers the zeroed header, which marks it changed), so this one need not go cold
+  ** again for the commits that came meanwhile. It did: a process slower than the
+  ** others' commits went cold at every try until SQLite gave up (SQLITE_PROTOCOL
+  ** after 100 tries, test_mp refresh_switch). */
+  int unread_reset = l->cold_start && !l->touched;
   l->touched = 0;
-  l->cold_start = 0;
+  l->cold_start = unread_reset;
   mw_db_txn_begin(l->db, l, &l->snap, &l->snap_size);
   l->cur_size = l->snap_size;
   l->in_snap = 1;
@@ -107,8 +114,9 @@ static void snap_begin(mw_lane *l) {
   l->poisoned = 0;
   l->fmt_pending = 0; /* SQLite reads page 1 again in this transaction */
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
-  if (l->warm && (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||
-                  l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL)) {
+  if (l->warm && !unread_reset &&
+      (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||
+       l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL)) {
     go_cold(l);
     l->cold_start = 1;
   }
