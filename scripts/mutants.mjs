@@ -48,8 +48,8 @@ export const MUTANTS = [
   {
     id: "log-epoch-gap-replayed",
     file: "durability/log.c",
-    find: "get64(h + MW_REC_EPOCH) != expect ||",
-    replace: "get64(h + MW_REC_EPOCH) < expect ||",
+    find: "get64(h + MW_REC_EPOCH) == expect &&",
+    replace: "get64(h + MW_REC_EPOCH) >= expect &&",
     tests: ["test_log_recover"],
     why: "recovery replays records past a gap in the epochs",
   },
@@ -352,6 +352,22 @@ export const MUTANTS = [
     tests: ["test_mp"],
     env: { MW_MP_CASE: "threads_sync" },
     why: "every thread of the leading process leads a group sync of its own: one data sync per commit again",
+  },
+  {
+    id: "log-images-in-pairs",
+    file: "durability/log.c",
+    find: "  return log->features & MW_LOG_FEAT_PGNOS_FIRST ? 4u * n + i * ps : i * (4u + ps) + 4u;",
+    replace: "  return i * (4u + ps) + 4u;",
+    tests: ["test_log_layout"],
+    why: "a log with the page numbers first gets its images where the pairs layout puts them: they overwrite the page numbers",
+  },
+  {
+    id: "log-follow-list-ahead-only",
+    file: "durability/log.c",
+    find: "    if (npages > ahead) {",
+    replace: "    if (0) {",
+    tests: ["test_log_layout"],
+    why: "a follower keeps only the page numbers of its first read: records of more pages get garbage numbers",
   },
   {
     id: "mp-refresh-catch-up-to-now",

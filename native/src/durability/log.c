@@ -91,6 +91,7 @@ struct mw_log {
   uint64_t step;
   uint64_t room_max; /* shared: the most room a switch zeroes (switch_log) */
   uint64_t salt;
+  uint32_t features;  /* the header's feature bits: the layout of every record here */
 
   mw_mutex cmp_mu; /* one compaction (or close) at a time */
   mw_mutex mu;     /* everything below */
@@ -185,6 +186,16 @@ static uint64_t rec_size(int page_size, uint64_t npages) {
   return MW_REC_HDR_SIZE + npages * (4u + (uint64_t)page_size);
 }
 
+/* Where page i of n is in a record's body (docs/format.md, "Record"): its number, its
+** image. */
+static uint64_t body_pgno_at(const mw_log *log, uint64_t n, uint64_t i) {
+  return log->features & MW_LOG_FEAT_PGNOS_FIRST ? 4u * i : i * (4u + (uint64_t)log->page_size);
+}
+static uint64_t body_image_at(const mw_log *log, uint64_t n, uint64_t i) {
+  uint64_t ps = (uint64_t)log->page_size;
+  return log->features & MW_LOG_FEAT_PGNOS_FIRST ? 4u * n + i * ps : i * (4u + ps) + 4u;
+}
+
 static uint64_t round_up(uint64_t v, uint64_t step) { return (v + step - 1) / step * step; }
 
 static void wake_all(mw_log *log) {
@@ -201,13 +212,14 @@ static void set_msg(char **pzErr, const char *fmt, const char *path, int rc) {
   if (pzErr) *pzErr = sqlite3_mprintf(fmt, path, rc);
 }
 
-static void build_header(unsigned char *h, int page_size, uint64_t base, uint64_t salt) {
+static void build_header(unsigned char *h, int page_size, uint64_t base, uint64_t salt,
+                         uint32_t features) {
   memset(h, 0, MW_LOG_HDR_SIZE);
   memcpy(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8);
   put32(h + MW_LOG_HDR_VERSION, MW_LOG_VERSION);
   put32(h + MW_LOG_HDR_BOM, MW_LOG_BOM);
   put32(h + MW_LOG_HDR_PAGE_SIZE, (uint32_t)page_size);
-  put32(h + MW_LOG_HDR_FEATURES, MW_LOG_FEATURES);
+  put32(h + MW_LOG_HDR_FEATURES, features);
   put64(h + MW_LOG_HDR_BASE, base);
   put64(h + MW_LOG_HDR_SALT, salt);
   put64(h + MW_LOG_HDR_CKSUM, mw_log_checksum(0, h, MW_LOG_HDR_CKSUM));
@@ -337,11 +349,12 @@ static int is_zero_from(mw_fd fd, uint64_t from, uint64_t size, int *nonzero) {
   return SQLITE_OK;
 }
 
-/* Writes a fresh header (log->base, log->salt, log->page_size) over an empty or
-** record-less file and makes it durable. */
+/* Writes a fresh header (log->base, log->salt, log->page_size, and every feature of
+** this version) over an empty or record-less file and makes it durable. */
 static int write_fresh(mw_log *log) {
   unsigned char h[MW_LOG_HDR_SIZE];
-  build_header(h, log->page_size, log->base, log->salt);
+  log->features = MW_LOG_FEATURES;
+  build_header(h, log->page_size, log->base, log->salt, log->features);
   int rc = mw_file_truncate(log->fd, 0, 0);
   if (rc == SQLITE_OK) rc = mw_file_pwrite(log->fd, h, sizeof(h), 0, 0);
   if (rc == SQLITE_OK) rc = mw_file_sync(log->fd, 0);
@@ -353,7 +366,9 @@ static int write_fresh(mw_log *log) {
 ** recovery (read_record) uses images, following (read_page_list) uses ats. */
 typedef struct rec_reader {
   unsigned char *body;         /* the record's body as in the file */
-  unsigned char *images;       /* its page images, back to back (read_record) */
+  unsigned char *images;       /* its page images, back to back, when the body has them
+                               ** apart (read_record) */
+  const unsigned char *imgs;   /* its images, back to back: in images or in body */
   uint32_t *pgnos;             /* its page numbers */
   uint64_t *ats;               /* the logical offsets of its images (read_page_list) */
   uint64_t cap_body, cap_images, cap_pgnos, cap_ats; /* pages each buffer holds */
@@ -376,6 +391,29 @@ static void *grow_buffer(void *buf, uint64_t *cap, uint64_t n, uint64_t size) {
   return nb;
 }
 
+/* Whether h is the header of a record of epoch `expect` that fits in `room` bytes;
+** *pN receives its page count. */
+static int rec_header_ok(const mw_log *log, const unsigned char *h, uint64_t room,
+                         uint64_t expect, uint32_t *pN) {
+  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  uint32_t npages = get32(h + MW_REC_NPAGES);
+  *pN = npages;
+  return get32(h + MW_REC_OFF_MAGIC) == MW_REC_MAGIC && get64(h + MW_REC_EPOCH) == expect &&
+         get32(h + MW_REC_ZERO) == 0 && npages <= (room - MW_REC_HDR_SIZE) / per_page;
+}
+
+/* r->pgnos and r->ats grown for n pages. */
+static int grow_lists(rec_reader *r, uint64_t n, int with_ats) {
+  uint32_t *pgnos = grow_buffer(r->pgnos, &r->cap_pgnos, n, sizeof(uint32_t));
+  if (pgnos == 0) return SQLITE_NOMEM;
+  r->pgnos = pgnos;
+  if (!with_ats) return SQLITE_OK;
+  uint64_t *ats = grow_buffer(r->ats, &r->cap_ats, n, sizeof(uint64_t));
+  if (ats == 0) return SQLITE_NOMEM;
+  r->ats = ats;
+  return SQLITE_OK;
+}
+
 /* Reads the header (into h) and the body (into r->body) of the record at physical
 ** offset `phys` of fd, `room` bytes of which may belong to records, expecting epoch
 ** `expect`; *pN receives its page count. SQLITE_DONE: no record there (a torn or
@@ -386,17 +424,13 @@ static int read_body(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64
   if (room < MW_REC_HDR_SIZE) return SQLITE_DONE;
   int rc = mw_file_pread(fd, h, MW_REC_HDR_SIZE, phys, 0);
   if (rc != SQLITE_OK) return rc;
-  uint32_t npages = get32(h + MW_REC_NPAGES);
-  if (get32(h + MW_REC_OFF_MAGIC) != MW_REC_MAGIC || get64(h + MW_REC_EPOCH) != expect ||
-      get32(h + MW_REC_ZERO) != 0 || npages > (room - MW_REC_HDR_SIZE) / per_page) {
-    return SQLITE_DONE;
-  }
+  uint32_t npages = 0;
+  if (!rec_header_ok(log, h, room, expect, &npages)) return SQLITE_DONE;
   unsigned char *body = grow_buffer(r->body, &r->cap_body, npages, per_page);
   if (body == 0) return SQLITE_NOMEM;
   r->body = body;
-  uint32_t *pgnos = grow_buffer(r->pgnos, &r->cap_pgnos, npages, sizeof(uint32_t));
-  if (pgnos == 0) return SQLITE_NOMEM;
-  r->pgnos = pgnos;
+  rc = grow_lists(r, npages, 0);
+  if (rc != SQLITE_OK) return rc;
   uint64_t blen = (uint64_t)npages * per_page;
   if (blen) {
     rc = mw_file_pread(fd, r->body, (size_t)blen, phys + MW_REC_HDR_SIZE, 0);
@@ -407,46 +441,73 @@ static int read_body(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64
 }
 
 /* Reads the record at physical offset `phys` (see read_body) and checks it; on
-** SQLITE_OK, h holds its header, r its pages and *pLen its length. */
+** SQLITE_OK, h holds its header, r its pages (r->pgnos, r->imgs) and *pLen its length. */
 static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t room,
                        uint64_t expect, unsigned char h[MW_REC_HDR_SIZE], uint64_t *pLen) {
-  const uint64_t per_page = 4u + (uint64_t)log->page_size;
+  const uint64_t ps = (uint64_t)log->page_size;
   uint32_t npages = 0;
   int rc = read_body(log, fd, r, phys, room, expect, h, &npages);
   if (rc != SQLITE_OK) return rc;
-  uint64_t blen = (uint64_t)npages * per_page;
+  uint64_t blen = (uint64_t)npages * (4u + ps);
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), r->body, (size_t)blen);
   if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;
-  unsigned char *images = grow_buffer(r->images, &r->cap_images, npages, (uint64_t)log->page_size);
-  if (images == 0) return SQLITE_NOMEM;
-  r->images = images;
-  for (uint32_t i = 0; i < npages; i++) {
-    const unsigned char *p = r->body + (uint64_t)i * per_page;
-    r->pgnos[i] = get32(p);
-    memcpy(r->images + (uint64_t)i * (uint64_t)log->page_size, p + 4, (size_t)log->page_size);
+  for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, npages, i));
+  if (log->features & MW_LOG_FEAT_PGNOS_FIRST) {
+    r->imgs = r->body + body_image_at(log, npages, 0); /* back to back already */
+  } else {
+    unsigned char *images = grow_buffer(r->images, &r->cap_images, npages, ps);
+    if (images == 0) return SQLITE_NOMEM;
+    r->images = images;
+    for (uint32_t i = 0; i < npages; i++)
+      memcpy(r->images + (uint64_t)i * ps, r->body + body_image_at(log, npages, i), (size_t)ps);
+    r->imgs = r->images;
   }
   *pLen = MW_REC_HDR_SIZE + blen;
   return SQLITE_OK;
 }
 
+/* Page numbers read with the header in one read, for records of up to this many pages
+** (with the page numbers first). */
+#define LIST_AHEAD 62
+
 /* The page list of the published record at logical offset `off` (physical `phys`):
 ** its page numbers into r->pgnos and the logical offsets of its images into r->ats,
-** without copying the images or checking the checksum (mw_log_follow). */
+** without reading the images or checking the checksum (mw_log_follow): published
+** records are whole. With the page numbers first, it reads 4 bytes a page, most
+** often in one read with the header; else the whole record. */
 static int read_page_list(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t off,
                           uint64_t room, uint64_t expect, unsigned char h[MW_REC_HDR_SIZE],
                           uint64_t *pLen) {
-  const uint64_t per_page = 4u + (uint64_t)log->page_size;
   uint32_t npages = 0;
-  int rc = read_body(log, fd, r, phys, room, expect, h, &npages);
-  if (rc != SQLITE_OK) return rc;
-  uint64_t *ats = grow_buffer(r->ats, &r->cap_ats, npages, sizeof(uint64_t));
-  if (ats == 0) return SQLITE_NOMEM;
-  r->ats = ats;
-  for (uint32_t i = 0; i < npages; i++) {
-    r->pgnos[i] = get32(r->body + (uint64_t)i * per_page);
-    r->ats[i] = off + MW_REC_HDR_SIZE + (uint64_t)i * per_page + 4;
+  int rc;
+  if (log->features & MW_LOG_FEAT_PGNOS_FIRST) {
+    if (room < MW_REC_HDR_SIZE) return SQLITE_DONE;
+    unsigned char head[MW_REC_HDR_SIZE + 4 * LIST_AHEAD];
+    size_t got = room < sizeof(head) ? (size_t)room : sizeof(head);
+    rc = mw_file_pread(fd, head, got, phys, 0);
+    if (rc != SQLITE_OK) return rc;
+    memcpy(h, head, MW_REC_HDR_SIZE);
+    if (!rec_header_ok(log, h, room, expect, &npages)) return SQLITE_DONE;
+    rc = grow_lists(r, npages, 1);
+    if (rc != SQLITE_OK) return rc;
+    /* Page numbers are u32 in this machine's order: read straight into the list. */
+    uint64_t ahead = (got - MW_REC_HDR_SIZE) / 4;
+    if (ahead > npages) ahead = npages;
+    memcpy(r->pgnos, head + MW_REC_HDR_SIZE, (size_t)ahead * 4);
+    if (npages > ahead) {
+      rc = mw_file_pread(fd, r->pgnos + ahead, (size_t)(npages - ahead) * 4,
+                         phys + MW_REC_HDR_SIZE + ahead * 4, 0);
+      if (rc != SQLITE_OK) return rc;
+    }
+  } else {
+    rc = read_body(log, fd, r, phys, room, expect, h, &npages);
+    if (rc == SQLITE_OK) rc = grow_lists(r, npages, 1);
+    if (rc != SQLITE_OK) return rc;
+    for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, npages, i));
   }
-  *pLen = MW_REC_HDR_SIZE + (uint64_t)npages * per_page;
+  for (uint32_t i = 0; i < npages; i++)
+    r->ats[i] = off + MW_REC_HDR_SIZE + body_image_at(log, npages, i);
+  *pLen = rec_size(log->page_size, npages);
   return SQLITE_OK;
 }
 
@@ -469,7 +530,7 @@ static int scan_records(mw_log *log, uint64_t size, mw_log_replay_fn replay, voi
     if (rc != SQLITE_OK) break;
     uint32_t npages = get32(h + MW_REC_NPAGES);
     if (replay) {
-      rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, r.pgnos, r.images);
+      rc = replay(ctx, expect, get32(h + MW_REC_DBPAGES), (int)npages, r.pgnos, r.imgs);
       if (rc != SQLITE_OK) break;
     }
     rc = ensure_idx(log, 1);
@@ -605,6 +666,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
     } else {
       log->base = get64(h + MW_LOG_HDR_BASE);
       log->salt = get64(h + MW_LOG_HDR_SALT);
+      log->features = get32(h + MW_LOG_HDR_FEATURES);
     }
   }
   if (rc == SQLITE_OK && !follow) rc = mw_file_delete(log->tmp_path, 0); /* a compaction's leftover */
@@ -848,11 +910,10 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   put64(h + MW_REC_EPOCH, epoch);
   put32(h + MW_REC_DBPAGES, db_pages);
   put32(h + MW_REC_ZERO, 0);
-  unsigned char *p = h + MW_REC_HDR_SIZE;
+  unsigned char *body = h + MW_REC_HDR_SIZE;
   for (int i = 0; i < npages; i++) {
-    put32(p, pgnos[i]);
-    memcpy(p + 4, images[i], ps);
-    p += 4 + ps;
+    put32(body + body_pgno_at(log, (uint64_t)npages, (uint64_t)i), pgnos[i]);
+    memcpy(body + body_image_at(log, (uint64_t)npages, (uint64_t)i), images[i], ps);
   }
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), h + MW_REC_HDR_SIZE,
                                 len - MW_REC_HDR_SIZE);
@@ -1146,7 +1207,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK) rc = open_next_file(log, !hook && !log->shared && log->recycle, &tfd, &room);
   if (rc == SQLITE_OK) {
     unsigned char h[MW_LOG_HDR_SIZE];
-    build_header(h, log->page_size, base, log->salt);
+    build_header(h, log->page_size, base, log->salt, log->features); /* records copied as they are */
     rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
   }
   if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
@@ -1334,7 +1395,7 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
        get32(h + MW_LOG_HDR_VERSION) != MW_LOG_VERSION || get32(h + MW_LOG_HDR_BOM) != MW_LOG_BOM ||
        get64(h + MW_LOG_HDR_CKSUM) != mw_log_checksum(0, h, MW_LOG_HDR_CKSUM) ||
        get32(h + MW_LOG_HDR_PAGE_SIZE) != (uint32_t)log->page_size ||
-       get64(h + MW_LOG_HDR_SALT) != log->salt))
+       get64(h + MW_LOG_HDR_SALT) != log->salt || get32(h + MW_LOG_HDR_FEATURES) != log->features))
     rc = SQLITE_CORRUPT;
   uint64_t base = get64(h + MW_LOG_HDR_BASE);
   mw_mutex_lock(&log->mu);

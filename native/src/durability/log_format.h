@@ -20,7 +20,12 @@
 #define MW_LOG_MAGIC "SQLMWLOG"            /* bytes 0..7, ASCII, no terminator */
 #define MW_LOG_VERSION 1u                  /* bytes 8..11 */
 #define MW_LOG_BOM 0x01020304u             /* bytes 12..15, byte-order mark */
-#define MW_LOG_FEATURES 0u                 /* bytes 20..23: feature bits this build knows */
+#define MW_LOG_FEATURES 1u                 /* bytes 20..23: feature bits this build knows */
+/* Feature bit 0: each record's page numbers come first, then its images (the layout a
+** new log gets); without it, (page number, image) pairs (logs of the first release).
+** A catch-up of another process's record (mw_mp=1) then reads 4 bytes a page. The bit
+** is the log's for life: a compaction copies records as they are. */
+#define MW_LOG_FEAT_PGNOS_FIRST 1u
 #define MW_LOG_HDR_MAGIC 0
 #define MW_LOG_HDR_VERSION 8
 #define MW_LOG_HDR_BOM 12
@@ -31,7 +36,9 @@
 /* bytes 40..55 are zero (reserved) */
 #define MW_LOG_HDR_CKSUM 56                 /* u64 = mw_log_checksum(0, bytes 0..55) */
 
-/* A record: MW_REC_HDR_SIZE bytes, then npages * (4 + page_size) bytes of body. */
+/* A record: MW_REC_HDR_SIZE bytes, then npages * (4 + page_size) bytes of body: the
+** npages u32 page numbers, then the npages images (MW_LOG_FEAT_PGNOS_FIRST), or else
+** npages (u32 page number, image) pairs. */
 #define MW_REC_HDR_SIZE 32
 #define MW_REC_MAGIC 0x4D575243u            /* bytes 0..3, u32 */
 #define MW_REC_OFF_MAGIC 0                  /* u32 MW_REC_MAGIC */
