@@ -209,6 +209,8 @@ struct mw_db {
   uint64_t compact_below;      /* mw_mp=1: when a compaction last found another
                                   process's floor below this one's oldest snapshot
                                   (ns): it cannot compact, the lowest can (compact.c) */
+  uint64_t gc_last;            /* when garbage collection last scanned the store (ns,
+                                  the compactor's) */
   int want_compact;
   int64_t compactions;
   int64_t pinned;
