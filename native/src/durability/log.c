@@ -188,7 +188,7 @@ static uint64_t rec_size(int page_size, uint64_t npages) {
 
 /* Where page i of n is in a record's body (docs/format.md, "Record"): its number, its
 ** image. */
-static uint64_t body_pgno_at(const mw_log *log, uint64_t n, uint64_t i) {
+static uint64_t body_pgno_at(const mw_log *log, uint64_t i) {
   return log->features & MW_LOG_FEAT_PGNOS_FIRST ? 4u * i : i * (4u + (uint64_t)log->page_size);
 }
 static uint64_t body_image_at(const mw_log *log, uint64_t n, uint64_t i) {
@@ -451,7 +451,7 @@ static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint
   uint64_t blen = (uint64_t)npages * (4u + ps);
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), r->body, (size_t)blen);
   if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;
-  for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, npages, i));
+  for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, i));
   if (log->features & MW_LOG_FEAT_PGNOS_FIRST) {
     r->imgs = r->body + body_image_at(log, npages, 0); /* back to back already */
   } else {
@@ -503,7 +503,7 @@ static int read_page_list(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, u
     rc = read_body(log, fd, r, phys, room, expect, h, &npages);
     if (rc == SQLITE_OK) rc = grow_lists(r, npages, 1);
     if (rc != SQLITE_OK) return rc;
-    for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, npages, i));
+    for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, i));
   }
   for (uint32_t i = 0; i < npages; i++)
     r->ats[i] = off + MW_REC_HDR_SIZE + body_image_at(log, npages, i);
@@ -912,7 +912,7 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   put32(h + MW_REC_ZERO, 0);
   unsigned char *body = h + MW_REC_HDR_SIZE;
   for (int i = 0; i < npages; i++) {
-    put32(body + body_pgno_at(log, (uint64_t)npages, (uint64_t)i), pgnos[i]);
+    put32(body + body_pgno_at(log, (uint64_t)i), pgnos[i]);
     memcpy(body + body_image_at(log, (uint64_t)npages, (uint64_t)i), images[i], ps);
   }
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), h + MW_REC_HDR_SIZE,
