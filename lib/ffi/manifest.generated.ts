@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "a83d51ebae139243f9adbf66714147e66d5df268ef55d2264b9dfddcc2cd2fa0",
-        "size": 1809160
+        "sha256": "53be2ba298b5edcaebcf41d4d0e4393dfd4ada6cc507c7ba5e0076ff5f7a878d",
+        "size": 1811128
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "4fc2699de711f68776cd002f23a16f8f6538b6787a6c18eecebed1366a6c49bd",
-        "size": 250080
+        "sha256": "c0867029090cc84691216685865893137fe4c44ce79591bf88122c96a684197a",
+        "size": 252112
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "20a11e49abcfe5b6464098d8cf40b574e40d611f07656bbf0b165047e2d9ca74",
-        "size": 1752352
+        "sha256": "f6f52420d9535f7db84d34a93f7a6ebdf3c651dab0990a478eac2d35d68ff9a9",
+        "size": 1754160
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "4a2a983d3292162af9c37b1e136d11d4100baeea5cc4efa43a355668c4c009a5",
-        "size": 242600
+        "sha256": "433b13c667945232c9621632907904f0b1d9db052382cfd69db7b5e299407524",
+        "size": 244456
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "db7dd457079f29bc3378221e451b36bd233893d20fb4ffb00316ef99a70928e1",
-        "size": 1807144
+        "sha256": "4828d5bc79fdc8f8c28ffb26a2f70a70e128fa6a19d42b3417b508524738dc7e",
+        "size": 1809112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "4cbb216f69bf9f6cdd07760bd51e99b8ff5c4df02f4fadb0d2b7a5be7699ccf3",
-        "size": 249368
+        "sha256": "bdfa6c97ae38440d1039b158c32c80ef80cbc9abcf8efa7cf988bb7a211b6e6b",
+        "size": 251400
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8e8aa646e7dd3226cf137eedafb70bbe2c8c577f55b884d0988d6c06d19280ee",
-        "size": 1750520
+        "sha256": "8ad5ebb422ddadea15b022281d78f9a12c375f5f769e10f5c8661e7ef8201817",
+        "size": 1752440
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "55febaab8a59e92e3db55fc777db111f41915317a5a23219a29216efbc36a1ac",
-        "size": 241976
+        "sha256": "16ff7a7a54fca190b51ff365329f9240267e3d18389071e20b9e173398251004",
+        "size": 243928
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "27a7e63e3befc23917cfe75f19ec44bdce2bc3ac3ea2a834521d96a566282962",
-        "size": 1764299
+        "sha256": "8d35c98c4959c405e8ff0741f2d82e4b196e3ab71c6240f26e3df7eadcb2d793",
+        "size": 1768572
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "4ce0c38ae972e8d56f906f5662d757b5b81aef5d59a36678386f9b9d96de0d05",
-        "size": 251094
+        "sha256": "3fdbd6f193d9c7df7495d1d22722db38a7f216c9334b3a89e703103c69437342",
+        "size": 255367
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "0ce0825727dc38e774d4ec72ac8608cf423d17043de9f69a004baec4b36870b3",
-        "size": 1848400
+        "sha256": "4158c6f05334bcbb3e2932b68423d5474e4a4cc94cd79f8b12895cf1e50e2d17",
+        "size": 1848576
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "49b3aab4fe6bd656ee27983090e7129307cf255fd30e0f63193d86e6f85651ad",
-        "size": 294632
+        "sha256": "8110bcef5820adeee153494a500c75976279b33d0cafff9978857d30c08925af",
+        "size": 294808
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "0e5cf18352cc0a4a0dc3e40d62479d1b682bf3962c75c8c1cda9f5160c206121",
-        "size": 1672192
+        "sha256": "a58e074ed5ee55d878a2d49a9e4e219f68de7c813db8899b0b8479f39dea943e",
+        "size": 1674240
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "460710687ab2b510196d4a779b1d8d98969d78baae62fd4a28aad62591f20d86",
-        "size": 174592
+        "sha256": "33dc46d028d8c3d3d0ee8f63727ebe34c7ee5bd48fe24f5b53a8bd903857b3a6",
+        "size": 177152
       }
     }
   }
