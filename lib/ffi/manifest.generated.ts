@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "53be2ba298b5edcaebcf41d4d0e4393dfd4ada6cc507c7ba5e0076ff5f7a878d",
-        "size": 1811128
+        "sha256": "5136f0b4e09c50d5d73b402a6ae1bcf75d57515fbe36cbc7f0a7582cbf2c548e",
+        "size": 1811096
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "c0867029090cc84691216685865893137fe4c44ce79591bf88122c96a684197a",
-        "size": 252112
+        "sha256": "d818ee2030ce3e3680e737b29281753c34aa4cb05cf52a79da2aec74c9741827",
+        "size": 252080
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "f6f52420d9535f7db84d34a93f7a6ebdf3c651dab0990a478eac2d35d68ff9a9",
-        "size": 1754160
+        "sha256": "13f6a79a3b2be8c8d5bb6cf6064fdf981765cc4fb366b30f1c52f4954f59454d",
+        "size": 1754112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "433b13c667945232c9621632907904f0b1d9db052382cfd69db7b5e299407524",
-        "size": 244456
+        "sha256": "b5f4e29772f8842315a7b260e04309174cddc8f4d5fc15d79e628c5e5126bc27",
+        "size": 244408
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "4828d5bc79fdc8f8c28ffb26a2f70a70e128fa6a19d42b3417b508524738dc7e",
-        "size": 1809112
+        "sha256": "64ea74746dcee72f3df77e345770b9e73581ef39bdc1dd52b5bbe9b05eb6cedb",
+        "size": 1809080
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "bdfa6c97ae38440d1039b158c32c80ef80cbc9abcf8efa7cf988bb7a211b6e6b",
-        "size": 251400
+        "sha256": "acd7c7528c23f154d45622c0cbb6b9870c0b34e8080645d0a16f31fab6c3bfff",
+        "size": 251368
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8ad5ebb422ddadea15b022281d78f9a12c375f5f769e10f5c8661e7ef8201817",
-        "size": 1752440
+        "sha256": "a8742071131be4fd3b4b750ff1474db2e9e3ecf2d45a7183b779c116f82a06d6",
+        "size": 1752392
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "16ff7a7a54fca190b51ff365329f9240267e3d18389071e20b9e173398251004",
-        "size": 243928
+        "sha256": "fb3ffd89db53cd664ad47ffa3846c9c6553a1bbdbe6a054a8f2f3ab37de2dca0",
+        "size": 243880
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "8d35c98c4959c405e8ff0741f2d82e4b196e3ab71c6240f26e3df7eadcb2d793",
+        "sha256": "6ea7f25d81ad82dbfff67ae90839e940c3939972a1f8abd77a1a965c8b9e2533",
         "size": 1768572
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "3fdbd6f193d9c7df7495d1d22722db38a7f216c9334b3a89e703103c69437342",
+        "sha256": "926ac9c2d51c5dca831dd6e66f27dc5f54acdc5d1488a0dbea4e9f264fa305d9",
         "size": 255367
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "4158c6f05334bcbb3e2932b68423d5474e4a4cc94cd79f8b12895cf1e50e2d17",
+        "sha256": "3ca0b10b0c4ff01c647d1ff82a2b55dffde2a480e589fc40285ef2fbde0b6656",
         "size": 1848576
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "8110bcef5820adeee153494a500c75976279b33d0cafff9978857d30c08925af",
+        "sha256": "a88464645cf3c6f47a6afae999cede9972ccc96b8a7fe12324b3f19ad8e80978",
         "size": 294808
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "a58e074ed5ee55d878a2d49a9e4e219f68de7c813db8899b0b8479f39dea943e",
+        "sha256": "9b699ffc815d9872167dd174c3816af0e47bf165342d8206dc668a97342554e3",
         "size": 1674240
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "33dc46d028d8c3d3d0ee8f63727ebe34c7ee5bd48fe24f5b53a8bd903857b3a6",
+        "sha256": "494ea46ed160c3d8c6925cf88a072a76bfb314d5b2c0e0292c5fd4885518cff1",
         "size": 177152
       }
     }

@@ -416,7 +416,7 @@ static int grow_lists(rec_reader *r, uint64_t n, int with_ats) {
 
 /* Reads the header (into h) and the body (into r->body) of the record at physical
 ** offset `phys` of fd, `room` bytes of which may belong to records, expecting epoch
-** `expect`; *pN receives its page count. SQLITE_DONE: no record there (a torn or
+** `expect`, and takes its page numbers (r->pgnos); *pN receives its page count. SQLITE_DONE: no record there (a torn or
 ** damaged tail, or the end); any other code: the read or an allocation failed. */
 static int read_body(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64_t room,
                      uint64_t expect, unsigned char h[MW_REC_HDR_SIZE], uint32_t *pN) {
@@ -436,6 +436,7 @@ static int read_body(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint64
     rc = mw_file_pread(fd, r->body, (size_t)blen, phys + MW_REC_HDR_SIZE, 0);
     if (rc != SQLITE_OK) return rc;
   }
+  for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, i));
   *pN = npages;
   return SQLITE_OK;
 }
@@ -451,7 +452,6 @@ static int read_record(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, uint
   uint64_t blen = (uint64_t)npages * (4u + ps);
   uint64_t ck = mw_log_checksum(mw_log_checksum(log->salt, h, MW_REC_CKSUM), r->body, (size_t)blen);
   if (ck != get64(h + MW_REC_CKSUM)) return SQLITE_DONE;
-  for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, i));
   if (log->features & MW_LOG_FEAT_PGNOS_FIRST) {
     r->imgs = r->body + body_image_at(log, npages, 0); /* back to back already */
   } else {
@@ -503,7 +503,6 @@ static int read_page_list(mw_log *log, mw_fd fd, rec_reader *r, uint64_t phys, u
     rc = read_body(log, fd, r, phys, room, expect, h, &npages);
     if (rc == SQLITE_OK) rc = grow_lists(r, npages, 1);
     if (rc != SQLITE_OK) return rc;
-    for (uint32_t i = 0; i < npages; i++) r->pgnos[i] = get32(r->body + body_pgno_at(log, i));
   }
   for (uint32_t i = 0; i < npages; i++)
     r->ats[i] = off + MW_REC_HDR_SIZE + body_image_at(log, npages, i);
