@@ -170,17 +170,23 @@ static inline mw_log_options tl_opts(int ps, int sync_mode, uint64_t step) {
   return o;
 }
 
-/* Opens the log of db with a fresh collector; returns the open's result code. */
+/* Opens the log of db with the given options and a fresh collector; returns the open's
+** result code. */
+static inline int tl_open_with(const char *db, const mw_log_options *o, int maxp, tl_seen *seen,
+                               mw_log **out, uint64_t *pBase, uint64_t *pLast) {
+  memset(seen, 0, sizeof(*seen));
+  seen->ps = o->page_size;
+  seen->maxp = maxp;
+  char *err = 0;
+  int rc = mw_log_open(db, o, tl_replay, seen, out, pBase, pLast, &err);
+  sqlite3_free(err);
+  return rc;
+}
+
 static inline int tl_open(const char *db, int ps, int sync_mode, uint64_t step, int maxp,
                           tl_seen *seen, mw_log **out, uint64_t *pBase, uint64_t *pLast) {
   mw_log_options o = tl_opts(ps, sync_mode, step);
-  memset(seen, 0, sizeof(*seen));
-  seen->ps = ps;
-  seen->maxp = maxp;
-  char *err = 0;
-  int rc = mw_log_open(db, &o, tl_replay, seen, out, pBase, pLast, &err);
-  sqlite3_free(err);
-  return rc;
+  return tl_open_with(db, &o, maxp, seen, out, pBase, pLast);
 }
 
 static inline uint64_t tl_file_size(const char *path) {

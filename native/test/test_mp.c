@@ -253,6 +253,19 @@ static long check_acks(sqlite3 *db, const char *path, int nids) {
   return total;
 }
 
+/* After every process ended: the file is a plain database, consistent (integrity, the
+** bank's sum), with every transfer a writer acknowledged. Returns how many were
+** acknowledged; *rows, where given, gets the ack table's row count. */
+static long check_bank(const char *path, int nids, long *rows) {
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  long acked = check_acks(s, path, nids);
+  if (rows) *rows = (long)tu_int(s, "SELECT count(*) FROM ack");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  return acked;
+}
+
 /* Runs a shell command, its stdout and stderr into out; fails unless it exits 0. */
 static void run_capture_ok(const char *cmd, char *out, size_t size) {
   char full[2000];
@@ -283,13 +296,8 @@ static void bank(const char *dir) {
   for (int i = 0; i < 4; i++) CHECK(tu_wait_status(pids[i]) == 0);
   /* The last close compacted everything and removed the shared files. */
   CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
-  long acked = check_acks(s, path, 4);
-  CHECK(acked == 4 * per);
-  CHECK(tu_int(s, "SELECT count(*) FROM ack") == acked);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  long rows = 0, acked = check_bank(path, 4, &rows);
+  CHECK(acked == 4 * per && rows == acked);
   /* The processes sync for each other (mp.c, "group sync"): fewer syncs than commits
   ** (each syncing its own: one per commit and more). */
   long long syncs = 0;
@@ -368,10 +376,7 @@ static void kill_rounds(const char *dir) {
            "transfers all there\n", prog, r, crash[r] ? crash[r] : "SIGKILL", waited, acked);
   }
   CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  check_bank(path, 0, 0);
 }
 
 /* One process alone compacts (its log passes mw_log_max_mb=1 and is switched to a new
@@ -401,12 +406,8 @@ static void compact_join(const char *dir) {
   pid_t b = spawn_writer(path, 1, 200, params, 0), c = spawn_writer(path, 2, 200, params, 0);
   CHECK(tu_wait_status(a) == 0 && tu_wait_status(b) == 0 && tu_wait_status(c) == 0);
   CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
-  long acked = check_acks(s, path, 3);
-  CHECK(acked == 1100 && tu_int(s, "SELECT count(*) FROM ack") == acked);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  long rows = 0, acked = check_bank(path, 3, &rows);
+  CHECK(acked == 1100 && rows == acked);
   printf("%s: compacted alone (log base epoch %llu), then 2 processes joined: %ld "
          "transfers all there\n", prog, (unsigned long long)base, acked);
 }
@@ -427,12 +428,8 @@ static void compact_crash(const char *dir) {
     pid_t b = spawn_writer(path, 1, 150, params, 0), c = spawn_writer(path, 2, 150, params, 0);
     CHECK(tu_wait_status(b) == 0 && tu_wait_status(c) == 0);
     CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
-    sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-    CHECK(tu_integrity_ok(s));
-    CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
-    long acked = check_acks(s, path, 3);
+    long acked = check_bank(path, 3, 0);
     CHECK(acked == before + 300);
-    CHECK_RC(sqlite3_close(s), SQLITE_OK);
     printf("%s: died at %s after %ld transfers; two more processes recovered and wrote: "
            "%ld transfers all there\n", prog, points[p], before, acked);
   }
@@ -742,12 +739,8 @@ static void compact_kill(const char *dir) {
     CHECK(tu_wait_status(idle) == 0);
     set_stop(path, 0);
     CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
-    sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-    CHECK(tu_integrity_ok(s));
-    CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
-    long acked = check_acks(s, path, 3);
-    CHECK(tu_int(s, "SELECT count(*) FROM ack") >= acked);
-    CHECK_RC(sqlite3_close(s), SQLITE_OK);
+    long rows = 0, acked = check_bank(path, 3, &rows);
+    CHECK(rows >= acked);
     printf("%s: a writer died at %s with 4 processes open; the others went on and "
            "compacted again (log base %llu -> %llu): %ld acknowledged transfers all there\n",
            prog, points[p], (unsigned long long)base0, (unsigned long long)base1, acked);
@@ -798,11 +791,7 @@ static void refresh_switch(const char *dir) {
   CHECK(tu_wait_status(slow) == 0);
   for (int i = 0; i < 2; i++) CHECK(tu_wait_status(others[i]) == 0);
   set_stop(path, 0);
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
-  long acked = check_acks(s, path, 3);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  long acked = check_bank(path, 3, 0);
   printf("%s: catch-up across %d log switches with a writer paused in it: %ld acknowledged "
          "transfers all there\n", prog, switches, acked);
 }
