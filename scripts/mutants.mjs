@@ -420,4 +420,28 @@ export const MUTANTS = [
     tests: ["test_mp_turn"],
     why: "a process that died holding the turn across processes is not passed over until MW_TURN_HOLD_MS",
   },
+  {
+    id: "mp-room-not-in-background",
+    file: "processes/mp.c",
+    find: "    mw_bg_wake(&m->grower, 0);",
+    replace: "",
+    tests: ["test_mp_room"],
+    why: "a claimed step of room is never zeroed by the grower: the holder that runs out of room zeroes it under the publication lock",
+  },
+  {
+    id: "mp-room-record-in-claim",
+    file: "processes/mp.c",
+    find: "    if (end <= a) return; /* before the claimed range */",
+    replace: "    if (end <= __atomic_load_n(&h->grow_end, __ATOMIC_SEQ_CST)) return;",
+    tests: ["test_mp_room"],
+    why: "a record is written into the range a grower is zeroing: the zeros may overwrite a published record",
+  },
+  {
+    id: "mp-room-dead-claim-kept",
+    file: "processes/mp.c",
+    find: "    else __atomic_store_n(&h->grow_end, a, __ATOMIC_SEQ_CST); /* its process died */",
+    replace: "    else mw_sleep_us(200);",
+    tests: ["test_mp"],
+    why: "the claim of a process that died while zeroing room is never dropped: every process that needs room waits forever",
+  },
 ];

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "5136f0b4e09c50d5d73b402a6ae1bcf75d57515fbe36cbc7f0a7582cbf2c548e",
-        "size": 1811096
+        "sha256": "a6bcd9234ed00babbaa8636eb21b9fc0fd6a2f05189360e91bba4e313d4e0657",
+        "size": 1813176
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "d818ee2030ce3e3680e737b29281753c34aa4cb05cf52a79da2aec74c9741827",
-        "size": 252080
+        "sha256": "5b18be67b9bfd4c166695cab663f4086973616c214a8df4bed19a9d242bcea77",
+        "size": 254112
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "13f6a79a3b2be8c8d5bb6cf6064fdf981765cc4fb366b30f1c52f4954f59454d",
-        "size": 1754112
+        "sha256": "dc982f884735010f3489b90e2c93616ea2ed0e59880f3e14092d10a63b881e8e",
+        "size": 1756048
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "b5f4e29772f8842315a7b260e04309174cddc8f4d5fc15d79e628c5e5126bc27",
-        "size": 244408
+        "sha256": "be0b819d197b56401cba881c79b4e0f265083be69359c8436aa53aaea06c9d78",
+        "size": 246328
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "64ea74746dcee72f3df77e345770b9e73581ef39bdc1dd52b5bbe9b05eb6cedb",
-        "size": 1809080
+        "sha256": "408e69f0ba02261ac57cde5dda57e4585e505d4f35d2be086ec86eda4444fa23",
+        "size": 1811144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "acd7c7528c23f154d45622c0cbb6b9870c0b34e8080645d0a16f31fab6c3bfff",
-        "size": 251368
+        "sha256": "6715cc8634c57762e1705f1fff61845907fa5775d2acf3833a1d582be057ece4",
+        "size": 253384
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "a8742071131be4fd3b4b750ff1474db2e9e3ecf2d45a7183b779c116f82a06d6",
-        "size": 1752392
+        "sha256": "ed859d252bdaf282607cee4927236f17e316933848351c8fe896ae4987a3d8eb",
+        "size": 1754328
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "fb3ffd89db53cd664ad47ffa3846c9c6553a1bbdbe6a054a8f2f3ab37de2dca0",
-        "size": 243880
+        "sha256": "038b64d8914eb27c0d9e66ef445d2da031418407fb6e02a48d1170d6563e9b64",
+        "size": 245816
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "6ea7f25d81ad82dbfff67ae90839e940c3939972a1f8abd77a1a965c8b9e2533",
-        "size": 1768572
+        "sha256": "c2de989c14ebd659fe072ef80eb0e37938f6556d177efabc8cf0118573a0feb5",
+        "size": 1768811
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "926ac9c2d51c5dca831dd6e66f27dc5f54acdc5d1488a0dbea4e9f264fa305d9",
-        "size": 255367
+        "sha256": "f270fcc49009b800f18a352d3b78f3fa4034c8582d28e2e3cfbde848634e146a",
+        "size": 255606
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "3ca0b10b0c4ff01c647d1ff82a2b55dffde2a480e589fc40285ef2fbde0b6656",
-        "size": 1848576
+        "sha256": "110c605a9ed911d3370efca0c93768760f5651de2c821bfdddda926d74784762",
+        "size": 1848816
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "a88464645cf3c6f47a6afae999cede9972ccc96b8a7fe12324b3f19ad8e80978",
-        "size": 294808
+        "sha256": "f978d14cab6a90d38705012304bd1b71fab101ad112b1942882177972319e8aa",
+        "size": 295048
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "9b699ffc815d9872167dd174c3816af0e47bf165342d8206dc668a97342554e3",
-        "size": 1674240
+        "sha256": "f6fdcdeb9a8e25a9130766d48cd86d154aec626360677e72b2abf9efaa58ad7a",
+        "size": 1674752
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "494ea46ed160c3d8c6925cf88a072a76bfb314d5b2c0e0292c5fd4885518cff1",
-        "size": 177152
+        "sha256": "47dcf0cb34527d48ac3e38b1cae6cb9efbd45b1a240d4a1840acb4d9ec385b51",
+        "size": 177664
       }
     }
   }

@@ -322,8 +322,9 @@ void mw_compact_wake(mw_db *db);
 **   last close: leave (join lock; *pAlone: no other process alive, everything applied
 **   then), left (alone: the shared file removed, the database file unlocked);
 **   commit (commit.c): commit_begin before validation (publication lock, others'
-**   records applied), commit_end once the record is written (published when rc is
-**   SQLITE_OK; the lock released), durable after this process synced it;
+**   records applied, room for `need` bytes of record), commit_end once the record
+**   is written (published when rc is SQLITE_OK; the lock released), durable after
+**   this process synced it;
 **   make_visible calls mark_locked (under db->mu) with its epoch;
 **   snapshots (db.c): refresh before one is taken;
 **   compaction (compact.c): compact_begin (SQLITE_OK: alone, join lock held, every
@@ -338,7 +339,7 @@ int mw_mp_joined(mw_db *db, char **pzErr);
 void mw_mp_free(mw_db *db);
 int mw_mp_leave(mw_db *db, int *pAlone);
 void mw_mp_left(mw_db *db, int alone);
-int mw_mp_commit_begin(mw_db *db);
+int mw_mp_commit_begin(mw_db *db, uint64_t need);
 void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);
 void mw_mp_durable(mw_db *db, uint64_t end);
 /* A published record of this process durable: the processes sync for each other (one
@@ -368,6 +369,10 @@ void mw_mp_tick(mw_db *db);
 ** other. take waits (bounded: an owner that died or kept it over MW_TURN_HOLD_MS is
 ** passed over) and returns 1 once this process holds it, 0 when it gave up (the
 ** database broke); give hands it to the earliest waiting process. */
+/* Steps of room added to the shared log (mw_mp=1, mp.c): [0] by a holder under the
+** publication lock, [1] by a process's grower off the lock, [2] of those, by a holder
+** that needed its own process's claim at once. The tests' evidence; atomic. */
+extern int64_t mw_mp_room_steps[3];
 int mw_mp_turn_take(mw_db *db);
 void mw_mp_turn_give(mw_db *db);
 /* Syncs the log up to `end` (records of other processes a turn holder's snapshot

@@ -6,7 +6,8 @@
 **    ok, the sum unchanged and every acknowledged row;
 **  - kill: rounds of 3 writers, one killed by SIGKILL at a random moment or aborted at
 **    a crash point inside the commit path (holding the publication lock, its record
-**    submitted, written but not published, published but not synced); the survivors
+**    submitted, written but not published, published but not synced) or with a claim
+**    of room open (its grower zeroed the room, did not publish it); the survivors
 **    must go on committing within a bounded wait; after each round every acknowledged
 **    transfer is there and the sum holds;
 **  - compact_join: one process alone compacts (the log is switched to a shifted file),
@@ -311,13 +312,26 @@ static void bank(const char *dir) {
   CHECK(syncs < (long long)((double)acked * sync_share()));
 }
 
+/* The room end in <path>-mwshm (docs/format.md: bytes 56-63): the end of the log's
+** zeroed room, raised when a claim of room is over. */
+static uint64_t shm_room_end(const char *path) {
+  char f[400];
+  snprintf(f, sizeof f, "%s-mwshm", path);
+  uint64_t end = 0;
+  FILE *fp = fopen(f, "rb");
+  if (fp == 0) return 0;
+  if (fseek(fp, 56, SEEK_SET) != 0 || fread(&end, 8, 1, fp) != 1) end = 0;
+  fclose(fp);
+  return end;
+}
+
 static void kill_rounds(const char *dir) {
   char path[300];
   snprintf(path, sizeof path, "%s/kill.db", dir);
   make_bank(path);
   static const char *crash[] = { 0, "mp_locked:7", 0, "mp_before_publish:11", 0,
                                  "commit_after_submit:9", 0, "mp_after_publish:13", 0,
-                                 "mp_sync_lead:5", 0 };
+                                 "mp_sync_lead:5", 0, "mp_room_zeroed:1", 0 };
   int rounds = (int)(sizeof crash / sizeof crash[0]);
   int next_id = 0;
   srand((unsigned)time(0));
@@ -360,6 +374,22 @@ static void kill_rounds(const char *dir) {
         CHECK(0);
       }
       sleep_us(10000);
+    }
+    /* A writer dead with its claim of room open: the survivors drop the claim once
+    ** they need the room, and the room end moves on. */
+    if (crash[r] && strncmp(crash[r], "mp_room_zeroed", 14) == 0) {
+      uint64_t room = shm_room_end(path), t1 = now_ns();
+      while (shm_room_end(path) <= room) {
+        if (now_ns() - t1 > 60000000000ull) {
+          fprintf(stderr, "%s: round %d: the room end stayed at %llu for 60 s after a writer "
+                  "died with its claim open\n", prog, r, (unsigned long long)room);
+          set_stop(path, 1);
+          for (int i = 0; i < 3; i++)
+            if (i != victim) kill(pids[i], SIGKILL);
+          CHECK(0);
+        }
+        sleep_us(10000);
+      }
     }
     double waited = (double)(now_ns() - t0) / 1e9;
     set_stop(path, 1);

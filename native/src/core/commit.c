@@ -745,7 +745,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   MW_TAIL(mw_tail.reserve_ns += mw_now_ns() - t_r; t_r = mw_now_ns());
   if (rc == SQLITE_OK && !c.conflict && l->db->mp) {
     /* mw_mp=1: one commit at a time across processes, after the others' records. */
-    rc = mw_mp_commit_begin(l->db);
+    rc = mw_mp_commit_begin(l->db, c.rec_bytes);
     c.mp_locked = rc == SQLITE_OK;
   }
   if (rc == SQLITE_OK && !c.conflict) {

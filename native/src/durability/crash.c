@@ -12,6 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Parses "<name>[:<n>]" from the environment variable `var` (once; mu held): the name
+** into want, n into *pNum (dflt when absent). */
+static void parse_point(const char *var, char want[64], long *pNum, long dflt) {
+  const char *e = getenv(var);
+  if (e == 0) return;
+  size_t n = strcspn(e, ":");
+  if (n >= 64) n = 63;
+  memcpy(want, e, n);
+  want[n] = 0;
+  *pNum = e[n] == ':' ? atol(e + n + 1) : dflt;
+}
+
 void mw_crash_point(const char *name) {
   static mw_mutex mu = MW_MUTEX_INIT;
   static int loaded;
@@ -20,15 +32,8 @@ void mw_crash_point(const char *name) {
   mw_mutex_lock(&mu);
   if (!loaded) {
     loaded = 1;
-    const char *e = getenv("MW_CRASH_AT");
-    if (e) {
-      size_t n = strcspn(e, ":");
-      if (n >= sizeof(want)) n = sizeof(want) - 1;
-      memcpy(want, e, n);
-      want[n] = 0;
-      count = e[n] == ':' ? atol(e + n + 1) : 1;
-      if (count < 1) count = 1;
-    }
+    parse_point("MW_CRASH_AT", want, &count, 1);
+    if (count < 1) count = 1;
   }
   int hit = want[0] && strcmp(want, name) == 0 && --count == 0;
   mw_mutex_unlock(&mu);
@@ -47,15 +52,10 @@ void mw_pause_point(const char *name) {
     mw_mutex_lock(&mu);
     st = __atomic_load_n(&state, __ATOMIC_RELAXED);
     if (st == 0) {
-      const char *e = getenv("MW_PAUSE_AT");
-      size_t n = e ? strcspn(e, ":") : 0;
-      st = 1;
-      if (n > 0 && n < sizeof(want) && e[n] == ':') {
-        memcpy(want, e, n);
-        want[n] = 0;
-        ms = (unsigned)atoi(e + n + 1);
-        st = 2;
-      }
+      long v = -1;
+      parse_point("MW_PAUSE_AT", want, &v, -1);
+      st = want[0] && v >= 0 && v < 100000 ? 2 : 1;
+      if (st == 2) ms = (unsigned)v;
       __atomic_store_n(&state, st, __ATOMIC_RELEASE);
     }
     mw_mutex_unlock(&mu);

@@ -1381,6 +1381,39 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   return rc;
 }
 
+uint64_t mw_log_room_target(mw_log *log, uint64_t from) {
+  mw_mutex_lock(&log->mu);
+  uint64_t shift = log->shift;
+  mw_mutex_unlock(&log->mu);
+  return round_up(from - shift + log->step, log->step) + shift;
+}
+
+uint64_t mw_log_room_step(mw_log *log) { return log->step; }
+
+int mw_log_zero_shared(mw_log *log, uint64_t from, uint64_t to) {
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  while (rc == SQLITE_OK && (log->growing || log->switching)) {
+    mw_cond_wait(&log->cv, &log->mu);
+    rc = log->error;
+  }
+  if (rc != SQLITE_OK) {
+    mw_mutex_unlock(&log->mu);
+    return rc;
+  }
+  uint64_t shift = log->shift;
+  mw_fd fd = log->fd;
+  log->growing = 1;
+  mw_mutex_unlock(&log->mu);
+  rc = grow_file(log, fd, from - shift, to - shift);
+  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->growing = 0;
+  wake_all(log);
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
 int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
   mw_fd fd = MW_FD_INVALID;
   int rc = mw_file_open(log->path, 0, &fd, 0);

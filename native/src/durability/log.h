@@ -191,6 +191,14 @@ int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf);
 ** the room (shared by the processes), raised on success. Not sticky: without room,
 ** records extend the file. */
 int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd);
+/* mw_mp=1, room added off the publication lock (mp.c): the end of the step that
+** follows logical offset `from` (where room added from there would end), and the
+** zeroing itself: the file's bytes from logical offset `from` to `to`, which no record
+** reaches meanwhile (the caller's claim), written as zeros and synced. A switch of
+** this log waits for it. */
+uint64_t mw_log_room_target(mw_log *log, uint64_t from);
+int mw_log_zero_shared(mw_log *log, uint64_t from, uint64_t to);
+uint64_t mw_log_room_step(mw_log *log);
 /* Logical end of the assigned records, and logical - physical offset of the file. */
 uint64_t mw_log_end(mw_log *log);
 uint64_t mw_log_shift(mw_log *log);

@@ -41,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+int64_t mw_mp_room_steps[3];
+
 #ifndef _WIN32
 
 #include <errno.h>
@@ -54,7 +56,7 @@
 #include <unistd.h>
 
 #define SHM_MAGIC "SQLMWSHM"
-#define SHM_VERSION 4u
+#define SHM_VERSION 5u
 #define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193
@@ -92,6 +94,10 @@ typedef struct shm_hdr {
   /* The group sync across processes ("group sync" below). */
   uint32_t sync_owner;         /* slot + 1 of the process syncing for the others, 0 */
   uint32_t sync_seq;           /* bumped when it is done (a futex word on Linux) */
+  /* Room being added off the publication lock ("room in the log" below). */
+  uint64_t grow_end;           /* above alloc_end: [alloc_end, grow_end) is being zeroed */
+  uint32_t grow_slot;          /* the slot of the process that zeroes it */
+  uint32_t grow_zero;
 } shm_hdr;
 
 struct mw_mp {
@@ -107,6 +113,10 @@ struct mw_mp {
   int switch_locked;           /* mw_mp_compact_log holds the publication lock */
   uint64_t switch_room;        /* the logical end of the new file's zeroed room */
   int leading;                 /* a thread of this process leads the group sync */
+  mw_mutex grow_mu;            /* this process's claim of room (run_claim) */
+  uint64_t claim_from, claim_to; /* the range to zero, claim_to 0: none */
+  mw_bg_job grower;            /* zeroes the claim off the commit path */
+  int grower_added;
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -309,6 +319,7 @@ static int settle_switch(mw_db *db, uint64_t g) {
       if (h->compacted < base) __atomic_store_n(&h->compacted, base, __ATOMIC_RELEASE);
       __atomic_store_n(&h->shift, h->next_shift, __ATOMIC_RELEASE);
       __atomic_store_n(&h->alloc_end, 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&h->grow_end, 0, __ATOMIC_RELAXED);
     }
   }
   if (rc == SQLITE_OK) __atomic_store_n(&h->log_gen, g + 1, __ATOMIC_RELEASE);
@@ -376,22 +387,23 @@ static int settle(mw_db *db) {
   return rc;
 }
 
-void mw_mp_refresh(mw_db *db) {
+/* Without the publication lock: applies the records published up to the committed end
+** read now, when this process's log file holds them; 0 when the log was switched since
+** (follow it under the lock). */
+static int catch_up_unlocked(mw_db *db) {
   mw_mp *m = db->mp;
-  if (db->broken) return;
   /* The committed end first, then the generation: a record published after a switch
   ** was published after its generation. The generation read is that of the file this
   ** process is on (or one above: a switch under way, or left by a dead compactor;
   ** records before that committed end are in this process's file all the same): read
-  ** them from it. Else the log was switched: open the new file under the publication
-  ** lock (no switch runs meanwhile), then catch up. */
+  ** them from it. */
   uint64_t ce = __atomic_load_n(&m->hdr->committed_end, __ATOMIC_ACQUIRE);
   uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
   mw_pause_point("mp_refresh_read"); /* the test of the bug below widens this window */
   if (g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) &&
-      g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) + 1) {
-    if (mw_mp_commit_begin(db) == SQLITE_OK) mw_mp_commit_end(db, SQLITE_ABORT, 0, 0);
-  } else if (ce > mw_log_end(db->log)) {
+      g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) + 1)
+    return 0;
+  if (ce > mw_log_end(db->log)) {
     /* Up to ce, not to the committed end of now: a switch may have ended since g was
     ** read, and the records published after it are only in the new file, past the
     ** end of this one (reading them here was a false SQLITE_CORRUPT that broke the
@@ -401,6 +413,16 @@ void mw_mp_refresh(mw_db *db) {
     (void)catch_up_to(db, ce); /* a failure breaks the database (every commit fails) */
     mw_mutex_unlock(&m->catch_mu);
   }
+  return 1;
+}
+
+void mw_mp_refresh(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (db->broken) return;
+  /* Switched: open the new file under the publication lock (no switch runs
+  ** meanwhile), then catch up. */
+  if (!catch_up_unlocked(db) && mw_mp_commit_begin(db, 0) == SQLITE_OK)
+    mw_mp_commit_end(db, SQLITE_ABORT, 0, 0);
   mw_mutex_lock(&db->mu);
   int sync = 0;
   if (db->visible < db->assigned) {
@@ -429,10 +451,124 @@ void mw_mp_refresh(mw_db *db) {
   }
 }
 
+/* ---------------------------------------------------------------- room in the log */
+
+/* Records go into zeroed room (log.c, grow_file: a sync of a record is then data-only).
+** Only the holder of the publication lock may write past the committed end, and it
+** used to add each 4 MiB step itself, under the lock: 25 to 50 ms in which no process
+** could commit (the longest commits of a one-writer run, and every 60 ms or so with 16
+** inserting processes). Now the holder that finds less than half a step left past its
+** record *claims* the next step (grow_end, grow_slot in the header) and its process's
+** grower job zeroes and syncs it off the lock, then raises alloc_end. No record is
+** written past alloc_end while a claim is open: a holder whose record does not fit
+** before it waits for the claim (or zeroes it itself when the claim is its own
+** process's); a claim whose process died is dropped (nobody else writes there). A
+** compaction's switch waits for an open claim too: it is on the file being replaced.
+** Without a grower, or when the record does not fit at all, the holder adds room
+** itself as before (mw_log_room_shared). */
+
+/* This process's claim, if it still has one, zeroed (grow_mu: the grower job, a
+** holder that needs the room now, the compactor). */
+static void run_claim(mw_db *db, int now) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  mw_mutex_lock(&m->grow_mu);
+  uint64_t from = m->claim_from, to = m->claim_to;
+  m->claim_to = 0;
+  if (to) {
+    __atomic_add_fetch(&mw_mp_room_steps[now ? 2 : 1], 1, __ATOMIC_RELAXED);
+    if (!now) mw_pause_point("mp_room_zeroing"); /* test_mp_room: a slow grower */
+    int rc = mw_log_zero_shared(db->log, from, to);
+    mw_crash_point("mp_room_zeroed"); /* dead with its claim open */
+    /* Over: zeroed, the room ends where the claim did (grow_end is `to` already);
+    ** failed, the claim is dropped and the room stays as it was. Only this one
+    ** store: a claim made right after this one ended (grow_end above the new room
+    ** end) must not be overwritten, or two processes could zero the same range while
+    ** a record went into it. */
+    if (rc == SQLITE_OK) __atomic_store_n(&h->alloc_end, to, __ATOMIC_SEQ_CST);
+    else __atomic_store_n(&h->grow_end, from, __ATOMIC_SEQ_CST);
+  }
+  mw_mutex_unlock(&m->grow_mu);
+}
+
+static uint64_t grower_step(void *arg) {
+  run_claim(arg, 0);
+  return 0; /* until the next claim wakes it */
+}
+
+/* Publication lock held: until no claim is open. */
+static void wait_claim_locked(mw_db *db) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  for (;;) {
+    uint64_t a = __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->grow_end, __ATOMIC_SEQ_CST) <= a) return;
+    uint32_t s = __atomic_load_n(&h->grow_slot, __ATOMIC_SEQ_CST);
+    if ((int)s == m->slot) run_claim(db, 1);
+    else if (s < MW_MP_SLOTS && held_elsewhere(m->fd, LOCK_SLOT0 + (int)s)) mw_sleep_us(200);
+    else __atomic_store_n(&h->grow_end, a, __ATOMIC_SEQ_CST); /* its process died */
+  }
+}
+
+/* Publication lock held, everything published applied: room for a record of `need`
+** bytes at the log's end, and a claim of the next step when little is left. */
+static void room_locked(mw_db *db, uint64_t need) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  uint64_t end = mw_log_end(db->log) + need;
+  uint64_t a = __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&h->grow_end, __ATOMIC_SEQ_CST) > a) {
+    if (end <= a) return; /* before the claimed range */
+    wait_claim_locked(db);
+    a = __atomic_load_n(&h->alloc_end, __ATOMIC_SEQ_CST);
+  }
+  uint64_t step = mw_log_room_step(db->log);
+  if (a >= end && a - end >= step / 2) return;
+  if (a >= end && m->grower_added) {
+    uint64_t to = mw_log_room_target(db->log, a);
+    mw_mutex_lock(&m->grow_mu);
+    m->claim_from = a;
+    m->claim_to = to;
+    mw_mutex_unlock(&m->grow_mu);
+    __atomic_store_n(&h->grow_slot, (uint32_t)m->slot, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&h->grow_end, to, __ATOMIC_SEQ_CST);
+    mw_bg_wake(&m->grower, 0);
+    return;
+  }
+  /* No room for the record, or no grower: zeroed room now, under the lock. A failure
+  ** only leaves records extending the file. */
+  uint64_t was = a;
+  if (mw_log_room_shared(db->log, &a) == SQLITE_OK) {
+    if (a != was) __atomic_add_fetch(&mw_mp_room_steps[0], 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->alloc_end, a, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&h->grow_end, a, __ATOMIC_SEQ_CST);
+  }
+}
+
+/* Closing or failed: the grower stops; a claim it did not run is dropped. */
+static void grower_stop(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (m->grower_added) {
+    mw_bg_remove(&m->grower);
+    m->grower_added = 0;
+  }
+  mw_mutex_lock(&m->grow_mu);
+  if (m->claim_to && m->hdr) {
+    m->claim_to = 0;
+    __atomic_store_n(&m->hdr->grow_end, __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_SEQ_CST),
+                     __ATOMIC_SEQ_CST);
+  }
+  mw_mutex_unlock(&m->grow_mu);
+}
+
 /* ---------------------------------------------------------------- commits */
 
-int mw_mp_commit_begin(mw_db *db) {
+int mw_mp_commit_begin(mw_db *db, uint64_t need) {
   mw_mp *m = db->mp;
+  /* Most of the catch-up before the lock: a process that fell behind (descheduled while
+  ** the others committed) applied their records under it, 10 to 40 ms in which no
+  ** process could commit. Under the lock only what was published meanwhile. */
+  if (!db->broken) (void)catch_up_unlocked(db);
   int rc = pub_lock(m);
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("mp_locked");
@@ -446,11 +582,7 @@ int mw_mp_commit_begin(mw_db *db) {
   mw_mutex_lock(&db->mu);
   if (db->visible < db->assigned) mw_mp_mark_locked(db, 0);
   mw_mutex_unlock(&db->mu);
-  /* Room ahead, zeroed, by the holder of the lock only: nobody writes past the
-  ** committed end meanwhile. A failure only leaves records extending the file. */
-  uint64_t alloc = __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_RELAXED);
-  if (mw_log_room_shared(db->log, &alloc) == SQLITE_OK)
-    __atomic_store_n(&m->hdr->alloc_end, alloc, __ATOMIC_RELAXED);
+  room_locked(db, need);
   return SQLITE_OK;
 }
 
@@ -769,6 +901,7 @@ static int compact_enter(void *ctx) {
   rc = follow_switch(db);
   if (rc == SQLITE_OK && m->gen != was) rc = SQLITE_BUSY;
   if (rc == SQLITE_OK) rc = catch_up_locked(db);
+  if (rc == SQLITE_OK) wait_claim_locked(db); /* a claim is on the file being replaced */
   return rc;
 }
 
@@ -804,6 +937,7 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
       /* The switch zeroed the new file's room off the lock: the commits after it
       ** need not grow it again (mw_mp_commit_begin). */
       __atomic_store_n(&m->hdr->alloc_end, m->switch_room, __ATOMIC_RELAXED);
+      __atomic_store_n(&m->hdr->grow_end, m->switch_room, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&m->hdr->log_gen, g + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&m->gen, g + 1, __ATOMIC_RELAXED);
@@ -852,6 +986,7 @@ int mw_mp_attach(mw_db *db, char **pzErr) {
   mw_mutex_init(&m->join_mu);
   mw_mutex_init(&m->pub_mu);
   mw_mutex_init(&m->catch_mu);
+  mw_mutex_init(&m->grow_mu);
   db->mp = m;
   if (m->path == 0) return SQLITE_NOMEM;
   mw_mutex_lock(&m->join_mu);
@@ -925,7 +1060,7 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     h->committed_end = h->durable_end = end; /* recovery synced the log */
     h->committed_epoch = db->visible;
     h->shift = mw_log_shift(db->log);
-    h->alloc_end = end; /* recovery cut the file at its last record */
+    h->alloc_end = h->grow_end = end; /* recovery cut the file at its last record */
     h->nslots = MW_MP_SLOTS;
     h->compacted = db->compacted;
     h->log_gen = 0;
@@ -947,8 +1082,12 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
   }
   if (rc == SQLITE_OK) {
     m->hdr->pid[m->slot] = (uint64_t)getpid();
-    /* A dead process of this slot may have left its wish for the turn, or the turn. */
+    /* A dead process of this slot may have left its wish for the turn, or the turn,
+    ** or a claim of room that nobody would end (its slot's lock is held again). */
     __atomic_store_n(&m->hdr->turn_want[m->slot], 0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&m->hdr->grow_slot, __ATOMIC_SEQ_CST) == (uint32_t)m->slot)
+      __atomic_store_n(&m->hdr->grow_end, __atomic_load_n(&m->hdr->alloc_end, __ATOMIC_SEQ_CST),
+                       __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&m->hdr->turn_owner, __ATOMIC_SEQ_CST) == (uint32_t)m->slot + 1)
       turn_hand_over(m->hdr, (uint32_t)m->slot + 1);
     /* Below any snapshot this process will take, and applied: a compactor (it holds
@@ -956,6 +1095,8 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     mw_mutex_lock(&db->mu);
     __atomic_store_n(&m->hdr->floor[m->slot], db->oldest, __ATOMIC_RELEASE);
     mw_mutex_unlock(&db->mu);
+    /* Without a worker thread, room is added under the lock as before. */
+    m->grower_added = mw_bg_add(&m->grower, grower_step, db, 0) == SQLITE_OK;
     __atomic_store_n(&m->joined, 1, __ATOMIC_RELEASE);
     join_release(m);
   } else if (pzErr && *pzErr == 0) {
@@ -966,6 +1107,7 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
 
 int mw_mp_leave(mw_db *db, int *pAlone) {
   mw_mp *m = db->mp;
+  grower_stop(db); /* before anything of the log goes */
   __atomic_store_n(&m->joined, 0, __ATOMIC_RELEASE);
   mw_mutex_lock(&m->join_mu);
   int rc = join_take(m, 1);
@@ -993,6 +1135,7 @@ void mw_mp_left(mw_db *db, int alone) {
 void mw_mp_free(mw_db *db) {
   mw_mp *m = db->mp;
   if (m == 0) return;
+  grower_stop(db);
   if (m->slot >= 0 && m->hdr) {
     __atomic_store_n(&m->hdr->turn_want[m->slot], 0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&m->hdr->turn_owner, __ATOMIC_SEQ_CST) == (uint32_t)m->slot + 1)
@@ -1007,6 +1150,7 @@ void mw_mp_free(mw_db *db) {
   mw_mutex_destroy(&m->join_mu);
   mw_mutex_destroy(&m->pub_mu);
   mw_mutex_destroy(&m->catch_mu);
+  mw_mutex_destroy(&m->grow_mu);
   sqlite3_free(m->path);
   free(m);
   db->mp = 0;
@@ -1028,7 +1172,7 @@ int mw_mp_leave(mw_db *db, int *pAlone) { (void)db; *pAlone = 1; return SQLITE_O
 void mw_mp_left(mw_db *db, int alone) { (void)db; (void)alone; }
 void mw_mp_free(mw_db *db) { (void)db; }
 void mw_mp_refresh(mw_db *db) { (void)db; }
-int mw_mp_commit_begin(mw_db *db) { (void)db; return SQLITE_MISUSE; }
+int mw_mp_commit_begin(mw_db *db, uint64_t need) { (void)db; (void)need; return SQLITE_MISUSE; }
 void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
   (void)db; (void)rc; (void)epoch; (void)end;
 }
