@@ -312,18 +312,21 @@ static void bank(const char *dir) {
   CHECK(syncs <= sync_bound(acked));
 }
 
-/* The room end in <path>-mwshm (docs/format.md: bytes 56-63): the end of the log's
-** zeroed room, raised when a claim of room is over. */
-static uint64_t shm_room_end(const char *path) {
+/* 8 bytes at offset `off` of <path><suffix>, 0 when there are none. */
+static uint64_t file_u64(const char *path, const char *suffix, long off) {
   char f[400];
-  snprintf(f, sizeof f, "%s-mwshm", path);
-  uint64_t end = 0;
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  uint64_t v = 0;
   FILE *fp = fopen(f, "rb");
   if (fp == 0) return 0;
-  if (fseek(fp, 56, SEEK_SET) != 0 || fread(&end, 8, 1, fp) != 1) end = 0;
+  if (fseek(fp, off, SEEK_SET) != 0 || fread(&v, 8, 1, fp) != 1) v = 0;
   fclose(fp);
-  return end;
+  return v;
 }
+
+/* The room end in <path>-mwshm (docs/format.md: bytes 56-63): the end of the log's
+** zeroed room, raised when a claim of room is over. */
+static uint64_t shm_room_end(const char *path) { return file_u64(path, "-mwshm", 56); }
 
 static void kill_rounds(const char *dir) {
   char path[300];
@@ -592,16 +595,7 @@ static uint64_t file_size(const char *path, const char *suffix) {
 }
 
 /* The log's base epoch (docs/format.md: u64 at byte 24), 0 when unreadable. */
-static uint64_t log_base(const char *path) {
-  char f[400];
-  snprintf(f, sizeof f, "%s-mw", path);
-  uint64_t base = 0;
-  FILE *fp = fopen(f, "rb");
-  if (fp == 0) return 0;
-  if (fseek(fp, 24, SEEK_SET) != 0 || fread(&base, 8, 1, fp) != 1) base = 0;
-  fclose(fp);
-  return base;
-}
+static uint64_t log_base(const char *path) { return file_u64(path, "-mw", 24); }
 
 static void make_pad(const char *path) {
   make_bank(path);
