@@ -19,7 +19,7 @@ export const MUTANTS = [
     replace: "    (void)want;",
     tests: ["test_mp"],
     env: { MW_MP_CASE: "room_ahead" },
-    why: "a shared log's switch zeroes only the lead, not the room its last cycle used: commits zero the rest under the publication lock",
+    why: "a shared log's switch zeroes only the lead, not the room its last cycle used: the rest is zeroed again in every cycle (by the grower, or by commits under the publication lock)",
   },
   {
     id: "log-ack-before-sync",

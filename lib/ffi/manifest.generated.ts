@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "a6bcd9234ed00babbaa8636eb21b9fc0fd6a2f05189360e91bba4e313d4e0657",
+        "sha256": "01bf3a89e2a3faa02cd283e90ac47110dac5ecbdb0f89900efea77c70adabfaa",
         "size": 1813176
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "5b18be67b9bfd4c166695cab663f4086973616c214a8df4bed19a9d242bcea77",
+        "sha256": "53040f2b1e0c25385262961614120e75b57046ab03ad221f4f5bc1bbf97671a7",
         "size": 254112
       }
     },
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "dc982f884735010f3489b90e2c93616ea2ed0e59880f3e14092d10a63b881e8e",
-        "size": 1756048
+        "sha256": "980a9211fe98dfd8f51889e08c14111343d77e40c4e200d21712b63331c6f7a3",
+        "size": 1756064
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "be0b819d197b56401cba881c79b4e0f265083be69359c8436aa53aaea06c9d78",
-        "size": 246328
+        "sha256": "6b916d9013688bceeaf346c054c89fc8ad88e63623d990b9f70c7e15f1bc3781",
+        "size": 246344
       }
     },
     "linux-x64-musl": {
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "408e69f0ba02261ac57cde5dda57e4585e505d4f35d2be086ec86eda4444fa23",
+        "sha256": "b387562589b1c9ecbde371c566418f06c4bfe22843724d62d4a8710ce2b52974",
         "size": 1811144
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6715cc8634c57762e1705f1fff61845907fa5775d2acf3833a1d582be057ece4",
+        "sha256": "980074ce57eb5482d2b4dbc3ac5dd78e645594d5fa6d372e3ab8c6e669243933",
         "size": 253384
       }
     },
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ed859d252bdaf282607cee4927236f17e316933848351c8fe896ae4987a3d8eb",
+        "sha256": "c0b9d211bed8aa5f66b651ce363b01eb5ebd775f04b65811bed801c2675c9fdc",
         "size": 1754328
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "038b64d8914eb27c0d9e66ef445d2da031418407fb6e02a48d1170d6563e9b64",
-        "size": 245816
+        "sha256": "0f5efd506259f3124fef6d94b1df6810e2d3c1617967d8599be22740196db968",
+        "size": 245832
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "c2de989c14ebd659fe072ef80eb0e37938f6556d177efabc8cf0118573a0feb5",
+        "sha256": "5a46195845854fd87a26af38125320d4107309aa8021b455375e592c9faa071c",
         "size": 1768811
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "f270fcc49009b800f18a352d3b78f3fa4034c8582d28e2e3cfbde848634e146a",
+        "sha256": "69e66d10de4ae866ce050bd67be5a5b6e71ece0029d3904e35bbf0c0ee25dcc3",
         "size": 255606
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "110c605a9ed911d3370efca0c93768760f5651de2c821bfdddda926d74784762",
+        "sha256": "121971399bb56ec408a9507af6b315d6ef0eda9a312c19528ddc9a5873b94862",
         "size": 1848816
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "f978d14cab6a90d38705012304bd1b71fab101ad112b1942882177972319e8aa",
+        "sha256": "0bac54bd2cf687cb3d686825d2d474699752235c813bcd1e4b2d461dfed2d763",
         "size": 295048
       }
     },

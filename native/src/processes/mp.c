@@ -389,8 +389,9 @@ static int settle(mw_db *db) {
 
 /* Without the publication lock: applies the records published up to the committed end
 ** read now, when this process's log file holds them; 0 when the log was switched since
-** (follow it under the lock). */
-static int catch_up_unlocked(mw_db *db) {
+** (follow it under the lock). `snapshot`: for a snapshot (the race test's pause point is
+** there only). */
+static int catch_up_unlocked(mw_db *db, int snapshot) {
   mw_mp *m = db->mp;
   /* The committed end first, then the generation: a record published after a switch
   ** was published after its generation. The generation read is that of the file this
@@ -399,7 +400,7 @@ static int catch_up_unlocked(mw_db *db) {
   ** them from it. */
   uint64_t ce = __atomic_load_n(&m->hdr->committed_end, __ATOMIC_ACQUIRE);
   uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
-  mw_pause_point("mp_refresh_read"); /* the test of the bug below widens this window */
+  if (snapshot) mw_pause_point("mp_refresh_read"); /* the test of the bug below widens this window */
   if (g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) &&
       g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED) + 1)
     return 0;
@@ -421,7 +422,7 @@ void mw_mp_refresh(mw_db *db) {
   if (db->broken) return;
   /* Switched: open the new file under the publication lock (no switch runs
   ** meanwhile), then catch up. */
-  if (!catch_up_unlocked(db) && mw_mp_commit_begin(db, 0) == SQLITE_OK)
+  if (!catch_up_unlocked(db, 1) && mw_mp_commit_begin(db, 0) == SQLITE_OK)
     mw_mp_commit_end(db, SQLITE_ABORT, 0, 0);
   mw_mutex_lock(&db->mu);
   int sync = 0;
@@ -568,7 +569,7 @@ int mw_mp_commit_begin(mw_db *db, uint64_t need) {
   /* Most of the catch-up before the lock: a process that fell behind (descheduled while
   ** the others committed) applied their records under it, 10 to 40 ms in which no
   ** process could commit. Under the lock only what was published meanwhile. */
-  if (!db->broken) (void)catch_up_unlocked(db);
+  if (!db->broken) (void)catch_up_unlocked(db, 0);
   int rc = pub_lock(m);
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("mp_locked");
