@@ -75,6 +75,10 @@ enum mw_stat {
   MW_STAT_LOG_SYNCS,           /* data syncs of the database's log issued by this
                                   process (one covers a group of commits; mw_mp=1:
                                   of every process) */
+  MW_STAT_LOG_ROOM_CLAIMED,    /* mw_mp=1: steps of log room this process zeroed off the
+                                  publication lock, claimed by its commits */
+  MW_STAT_LOG_ROOM_CLAIMED_NOW, /* ... of which: zeroed by a commit that needed the
+                                  room at once (the process's grower had not yet) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

@@ -369,15 +369,16 @@ void mw_mp_tick(mw_db *db);
 ** other. take waits (bounded: an owner that died or kept it over MW_TURN_HOLD_MS is
 ** passed over) and returns 1 once this process holds it, 0 when it gave up (the
 ** database broke); give hands it to the earliest waiting process. */
-/* Steps of room added to the shared log (mw_mp=1, mp.c): [0] by a holder under the
-** publication lock, [1] by a process's grower off the lock, [2] of those, by a holder
-** that needed its own process's claim at once. The tests' evidence; atomic. */
-extern int64_t mw_mp_room_steps[3];
 int mw_mp_turn_take(mw_db *db);
 void mw_mp_turn_give(mw_db *db);
 /* Syncs the log up to `end` (records of other processes a turn holder's snapshot
 ** read) and makes what that covered visible. */
 void mw_mp_sync_to(mw_db *db, uint64_t end);
+/* Steps of shared log room this process zeroed off the publication lock for its
+** claims (its grower, or a holder of its own that needed them at once), and of those
+** the ones a holder ran (statistics MW_STAT_LOG_ROOM_CLAIMED, ..._CLAIMED_NOW); 0 when
+** the database is not in multi-process mode. */
+void mw_mp_room_claims(mw_db *db, int64_t *pZeroed, int64_t *pNow);
 
 /* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
 ** the n-th (default 1st) time the named point is reached. */

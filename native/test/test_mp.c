@@ -30,7 +30,6 @@
 **    processes is refused, reading and writing, and nothing it did is in the file.
 ** MW_MP_CASE=<name> runs one case. */
 #include "test_engine_util.h"
-#include "engine.h"
 #include "test_spawn_util.h"
 
 #include <errno.h>
@@ -529,12 +528,10 @@ static void threads_sync(const char *dir) {
 ** disk's pace), until 5 compactions ran: after the first, no room was zeroed, by a
 ** commit or by the grower (before: 4 to 8, one after each switch and more once a cycle outgrew the
 ** lead); every row is there. */
-/* Steps of room zeroed: by commits, under the publication lock (the statistic), and by
-** this process's grower off it (mp.c's counters; test_mp_room). */
+/* Steps of room zeroed: by commits under the publication lock, and for this process's
+** claims off it (test_mp_room). */
 static int64_t room_steps(sqlite3 *db) {
-  return tu_stat(db, MW_STAT_LOG_ROOM_INLINE) +
-         __atomic_load_n(&mw_mp_room_steps[1], __ATOMIC_RELAXED) +
-         __atomic_load_n(&mw_mp_room_steps[2], __ATOMIC_RELAXED);
+  return tu_stat(db, MW_STAT_LOG_ROOM_INLINE) + tu_stat(db, MW_STAT_LOG_ROOM_CLAIMED);
 }
 
 static void room_ahead(const char *dir) {

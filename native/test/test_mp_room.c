@@ -10,7 +10,6 @@
 ** SIGKILL without closing, and the replay of its log must give back every row it
 ** acknowledged. A claim whose process died is test_mp's (kill round mp_room_zeroed). */
 #include "test_engine_util.h"
-#include "engine.h"
 #include "test_spawn_util.h"
 
 #include <signal.h>
@@ -76,16 +75,17 @@ int main(int argc, char **argv) {
   sqlite3_stmt *st = 0;
   CHECK_RC(sqlite3_prepare_v2(db, "INSERT INTO t(b) VALUES (randomblob(8000))", -1, &st, 0),
            SQLITE_OK);
+  static const int stat[3] = { MW_STAT_LOG_ROOM_INLINE, MW_STAT_LOG_ROOM_CLAIMED,
+                               MW_STAT_LOG_ROOM_CLAIMED_NOW };
   int64_t before[3];
-  for (int i = 0; i < 3; i++) before[i] = __atomic_load_n(&mw_mp_room_steps[i], __ATOMIC_RELAXED);
+  for (int i = 0; i < 3; i++) before[i] = tu_stat(db, stat[i]);
   for (int i = 0; i < rows; i++) {
     CHECK_RC(sqlite3_step(st), SQLITE_DONE);
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
   int64_t steps[3];
-  for (int i = 0; i < 3; i++)
-    steps[i] = __atomic_load_n(&mw_mp_room_steps[i], __ATOMIC_RELAXED) - before[i];
+  for (int i = 0; i < 3; i++) steps[i] = tu_stat(db, stat[i]) - before[i];
   CHECK(tu_int(db, "SELECT count(*) FROM t") == rows);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);

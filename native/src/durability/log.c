@@ -1355,6 +1355,21 @@ int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf) {
   return rc;
 }
 
+/* Shared room (mw_mp=1): called with mu held and no growth in progress; zeroes and
+** syncs the file's bytes [from, to) without the mutex, marked as growing so that a
+** switch waits for it, and returns with mu released. */
+static int zero_room_release(mw_log *log, mw_fd fd, uint64_t from, uint64_t to) {
+  log->growing = 1;
+  mw_mutex_unlock(&log->mu);
+  int rc = grow_file(log, fd, from, to);
+  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
+  mw_mutex_lock(&log->mu);
+  log->growing = 0;
+  wake_all(log);
+  mw_mutex_unlock(&log->mu);
+  return rc;
+}
+
 int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   mw_mutex_lock(&log->mu);
   int rc = log->error;
@@ -1367,16 +1382,8 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
   }
   uint64_t shift = log->shift;
   uint64_t target = round_up(end - shift + log->step, log->step);
-  mw_fd fd = log->fd;
-  log->growing = 1; /* a compaction's switch waits for it */
   log->room_inline++;
-  mw_mutex_unlock(&log->mu);
-  rc = grow_file(log, fd, have - shift, target);
-  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
-  mw_mutex_lock(&log->mu);
-  log->growing = 0;
-  wake_all(log);
-  mw_mutex_unlock(&log->mu);
+  rc = zero_room_release(log, log->fd, have - shift, target);
   if (rc == SQLITE_OK) *pAllocEnd = target + shift;
   return rc;
 }
@@ -1401,17 +1408,7 @@ int mw_log_zero_shared(mw_log *log, uint64_t from, uint64_t to) {
     mw_mutex_unlock(&log->mu);
     return rc;
   }
-  uint64_t shift = log->shift;
-  mw_fd fd = log->fd;
-  log->growing = 1;
-  mw_mutex_unlock(&log->mu);
-  rc = grow_file(log, fd, from - shift, to - shift);
-  if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
-  mw_mutex_lock(&log->mu);
-  log->growing = 0;
-  wake_all(log);
-  mw_mutex_unlock(&log->mu);
-  return rc;
+  return zero_room_release(log, log->fd, from - log->shift, to - log->shift);
 }
 
 int mw_log_reopen_shared(mw_log *log, uint64_t shift) {

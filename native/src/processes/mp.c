@@ -41,8 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t mw_mp_room_steps[3];
-
 #ifndef _WIN32
 
 #include <errno.h>
@@ -117,6 +115,8 @@ struct mw_mp {
   uint64_t claim_from, claim_to; /* the range to zero, claim_to 0: none */
   mw_bg_job grower;            /* zeroes the claim off the commit path */
   int grower_added;
+  int64_t claims_zeroed;       /* claims zeroed by this process (atomic; statistics) */
+  int64_t claims_now;          /* ... of which by a holder that needed the room at once */
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -477,7 +477,8 @@ static void run_claim(mw_db *db, int now) {
   uint64_t from = m->claim_from, to = m->claim_to;
   m->claim_to = 0;
   if (to) {
-    __atomic_add_fetch(&mw_mp_room_steps[now ? 2 : 1], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&m->claims_zeroed, 1, __ATOMIC_RELAXED);
+    if (now) __atomic_add_fetch(&m->claims_now, 1, __ATOMIC_RELAXED);
     if (!now) mw_pause_point("mp_room_zeroing"); /* test_mp_room: a slow grower */
     int rc = mw_log_zero_shared(db->log, from, to);
     mw_crash_point("mp_room_zeroed"); /* dead with its claim open */
@@ -538,9 +539,7 @@ static void room_locked(mw_db *db, uint64_t need) {
   }
   /* No room for the record, or no grower: zeroed room now, under the lock. A failure
   ** only leaves records extending the file. */
-  uint64_t was = a;
   if (mw_log_room_shared(db->log, &a) == SQLITE_OK) {
-    if (a != was) __atomic_add_fetch(&mw_mp_room_steps[0], 1, __ATOMIC_RELAXED);
     __atomic_store_n(&h->alloc_end, a, __ATOMIC_SEQ_CST);
     __atomic_store_n(&h->grow_end, a, __ATOMIC_SEQ_CST);
   }
@@ -560,6 +559,12 @@ static void grower_stop(mw_db *db) {
                      __ATOMIC_SEQ_CST);
   }
   mw_mutex_unlock(&m->grow_mu);
+}
+
+void mw_mp_room_claims(mw_db *db, int64_t *pZeroed, int64_t *pNow) {
+  mw_mp *m = db->mp;
+  *pZeroed = m ? __atomic_load_n(&m->claims_zeroed, __ATOMIC_RELAXED) : 0;
+  *pNow = m ? __atomic_load_n(&m->claims_now, __ATOMIC_RELAXED) : 0;
 }
 
 /* ---------------------------------------------------------------- commits */
@@ -1188,6 +1193,10 @@ void mw_mp_tick(mw_db *db) { (void)db; }
 int mw_mp_turn_take(mw_db *db) { (void)db; return 0; }
 void mw_mp_turn_give(mw_db *db) { (void)db; }
 void mw_mp_sync_to(mw_db *db, uint64_t end) { (void)db; (void)end; }
+void mw_mp_room_claims(mw_db *db, int64_t *pZeroed, int64_t *pNow) {
+  (void)db;
+  *pZeroed = *pNow = 0;
+}
 int mw_mp_load_image(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf) {
   (void)ctx; (void)pgno; (void)at; (void)buf;
   return SQLITE_MISUSE;

@@ -372,6 +372,7 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       out[MW_STAT_LOG_ROOM_INLINE] = (int64_t)mw_log_room_inline(db->log);
       out[MW_STAT_LOG_SYNCS] = (int64_t)mw_log_syncs(db->log);
 #endif
+      mw_mp_room_claims(db, &out[MW_STAT_LOG_ROOM_CLAIMED], &out[MW_STAT_LOG_ROOM_CLAIMED_NOW]);
       return SQLITE_OK;
     }
     case SQLITE_FCNTL_COMMIT_PHASETWO:
