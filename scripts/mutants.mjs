@@ -444,4 +444,22 @@ export const MUTANTS = [
     tests: ["test_mp"],
     why: "the claim of a process that died while zeroing room is never dropped: every process that needs room waits forever",
   },
+  {
+    id: "mp-spare-taken-while-read",
+    file: "processes/mp.c",
+    find: "    if (__atomic_load_n(&m->hdr->floor[i], __ATOMIC_ACQUIRE) <= e) return 0;",
+    replace: "",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "spare_reader" },
+    why: "a switch writes over the log file the last switch replaced while another process still reads its pages there",
+  },
+  {
+    id: "log-spare-naming-log-taken",
+    file: "durability/log.c",
+    find: "  return mw_file_identity(log->path, &b, 0) != SQLITE_OK || mw_file_id_eq(&a, &b);",
+    replace: "  return 0;",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "spare_reader" },
+    why: "with mw_mp=1 a switch takes as its new file a spare that is the log in use (left by a switch that died between the link and the rename)",
+  },
 ];

@@ -713,14 +713,16 @@ static void compact_all_open(const char *dir) {
 
 /* Three writers and an idle process open; the writer that compacts first (its
 ** mw_log_max_mb is the lowest) dies inside its second compaction: in the middle of
-** writing the database file, before the log's switch, right before or right after the
-** rename of the new log (the others then find the switch half done: the log generation
-** odd, the shift of the file at the name not yet published). The survivors go on committing and
+** writing the database file, before the log's switch, right before the rename of the
+** new log (before and after the old one got its spare name, which then names the log
+** still in use: no switch may take it) or right after it (the others then find the
+** switch half done: the log generation odd, the shift of the file at the name not yet
+** published). The survivors go on committing and
 ** compact again; after the last close every acknowledged transfer is there. */
 static void compact_kill(const char *dir) {
   static const char *points[] = { "compact_mid:2", "compact_before_log:2", "compact_switch:2",
-                                  "compact_switched:2" };
-  for (int p = 0; p < 4; p++) {
+                                  "mp_switch_linked:2", "compact_switched:2" };
+  for (int p = 0; p < 5; p++) {
     char path[300];
     snprintf(path, sizeof path, "%s/ckill%d.db", dir, p);
     make_pad(path);
@@ -824,6 +826,197 @@ static void refresh_switch(const char *dir) {
   long acked = check_bank(path, 3, 0);
   printf("%s: catch-up across %d log switches with a writer paused in it: %ld acknowledged "
          "transfers all there\n", prog, switches, acked);
+}
+
+/* The spare of the log: a switch writes over the file the switch before it replaced,
+** unless a process may still read that file (mp.c, spare_unread). Here a process
+** whose background ticks are held (MW_PAUSE_AT=mp_tick) follows no switch: its open
+** transaction reads page images from its own log file, lazily. This process lets two
+** compactions switch the log meanwhile (two read transactions of its own kept them
+** back until then), so that the second switch finds the first one's spare still in
+** use; with the spare taken anyway, the held process read pages of a file written
+** over by the records that followed the switch (wrong rows or SQLITE_CORRUPT). Its pages are lazy (read from the log when needed)
+** for the records it applied after its open (its open reads them all at once): the
+** rows inserted once it signalled "opened". The read transactions were all taken
+** before the held process opened (its floor, set at its open, is above them), so that
+** this process, not the held one, runs both compactions, at once. */
+static void touch_file(const char *f) {
+  int fd = open(f, O_WRONLY | O_CREAT, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+}
+
+static int reader_main(char **argv) {
+  const char *path = argv[2];
+#ifdef __linux__
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 1;
+#endif
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  char opened[400], more[400], ready[400], go[400];
+  snprintf(opened, sizeof opened, "%s.opened", path);
+  snprintf(more, sizeof more, "%s.more", path);
+  snprintf(ready, sizeof ready, "%s.ready", path);
+  snprintf(go, sizeof go, "%s.go", path);
+  sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
+  touch_file(opened);
+  while (access(more, F_OK) != 0) sleep_us(10000);
+  /* A transaction's end raises the process's floor (its ticks would, held here). */
+  CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0);
+  tu_exec(db, "BEGIN");
+  CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0); /* the snapshot, few pages read */
+  touch_file(ready);
+  while (access(go, F_OK) != 0) sleep_us(10000);
+  const char *q = "SELECT count(*) = 500 AND sum(length(b) = 1500) = 500 AND "
+                  "sum(substr(b, 1, 1) = char(65 + id % 26)) = 500 FROM spare";
+  sqlite3_stmt *st = 0;
+  int good = 0, rc = sqlite3_prepare_v2(db, q, -1, &st, 0);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    good = sqlite3_column_int(st, 0);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+  if (rc != SQLITE_OK || !good) {
+    fprintf(stderr, "%s: spare_reader: the held process read %s (%d %s)\n", prog,
+            rc == SQLITE_OK ? "wrong rows" : "an error", sqlite3_extended_errcode(db),
+            sqlite3_errmsg(db));
+    return 3;
+  }
+  CHECK(tu_integrity_ok(db));
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return 0;
+}
+
+static void insert_spare_rows(sqlite3 *db, int n) {
+  char sql[300];
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) "
+           "INSERT INTO spare(b) SELECT NULL FROM r", n);
+  tu_exec(db, sql);
+  tu_exec(db, "UPDATE spare SET b = printf('%.*c', 1500, char(65 + id % 26)) WHERE b IS NULL");
+}
+
+/* Waits (at most 60 s) until the log's base epoch is at least `epoch`. */
+static void wait_base(const char *path, uint64_t epoch) {
+  uint64_t t0 = now_ns();
+  while (log_base(path) < epoch) {
+    if (now_ns() - t0 > 60000000000ull) {
+      fprintf(stderr, "%s: spare_reader: no compaction to epoch %llu (base %llu)\n", prog,
+              (unsigned long long)epoch, (unsigned long long)log_base(path));
+      CHECK(0);
+    }
+    sleep_us(5000);
+  }
+}
+
+/* A read transaction of a new connection (its snapshot epoch in *pAt), then 100 rows. */
+static void pin_at(const char *path, const char *params, sqlite3 *w, sqlite3 **pPin,
+                   uint64_t *pAt) {
+  *pPin = tu_open(path, params);
+  tu_exec(*pPin, "BEGIN");
+  CHECK(tu_int(*pPin, "SELECT count(*) FROM spare") > 0);
+  *pAt = (uint64_t)tu_stat(*pPin, MW_STAT_SNAPSHOT_EPOCH);
+  insert_spare_rows(w, 100);
+}
+
+/* Waits (at most 120 s) for the file path + suffix that the child makes. */
+static void wait_file(const char *path, const char *suffix, pid_t child) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  uint64_t t0 = now_ns();
+  while (access(f, F_OK) != 0) {
+    CHECK(now_ns() - t0 < 120000000000ull);
+    CHECK(waitpid(child, 0, WNOHANG) == 0);
+    sleep_us(5000);
+  }
+}
+
+/* One round: `linked` 0, two switches while the reader holds its file (the second
+** finds the first one's spare, the reader's file, still read); `linked` 1, the state
+** a switch leaves when it dies between giving the log its spare name and the rename
+** (made here with link(2)), then one switch, which finds a spare that is the log in use
+** (and still read by the reader). */
+static void spare_round(const char *dir, int linked) {
+  char path[300], go[400], more[400];
+  snprintf(path, sizeof path, "%s/spare%d.db", dir, linked);
+  snprintf(go, sizeof go, "%s.go", path);
+  make_bank(path);
+  const char *params = "mw_mp=1&mw_log_max_mb=1";
+  sqlite3 *w = tu_open(path, params);
+  tu_exec(w, "CREATE TABLE spare(id INTEGER PRIMARY KEY, b BLOB)");
+  tu_exec(w, "CREATE TABLE fill(b BLOB)");
+  insert_spare_rows(w, 100);
+  /* Rows of another table take the log past its limit, so that the compactor runs at
+  ** once: here to the first pin's snapshot, where the file the reader opens starts. */
+  const char *fill = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE "
+                     "i < 800) INSERT INTO fill(b) SELECT randomblob(1500) FROM r";
+  int npins = linked ? 2 : 3;
+  sqlite3 *pin[3];
+  uint64_t at[3];
+  pin_at(path, params, w, &pin[0], &at[0]);
+  if (linked) {
+    /* The next pin after that switch, so that every floor is past its epoch. */
+    tu_exec(w, fill);
+    wait_base(path, at[0]);
+    insert_spare_rows(w, 100);
+    pin_at(path, params, w, &pin[1], &at[1]);
+  } else {
+    for (int i = 1; i < 3; i++) pin_at(path, params, w, &pin[i], &at[i]);
+    tu_exec(w, fill);
+    wait_base(path, at[0]);
+  }
+  /* Its ticks held 4 s from its first: the reader's file stays the one it opened. */
+  char *args[] = { "reader", path, 0 };
+  pid_t reader = tu_spawn(self_exe, "MW_PAUSE_AT", "mp_tick:4000", args);
+  uint64_t t0 = now_ns();
+  wait_file(path, ".opened", reader);
+  insert_spare_rows(w, 100); /* lazy in the reader */
+  snprintf(more, sizeof more, "%s.more", path);
+  touch_file(more);
+  wait_file(path, ".ready", reader);
+  if (linked) {
+    char log[400], spare[400];
+    snprintf(log, sizeof log, "%s-mw", path);
+    snprintf(spare, sizeof spare, "%s-mw.spare", path);
+    CHECK(unlink(spare) == 0 || errno == ENOENT);
+    CHECK(link(log, spare) == 0);
+  }
+  uint64_t base0 = log_base(path), t1 = now_ns(), base[2] = { 0, 0 };
+  for (int i = 0; i + 1 < npins; i++) {
+    tu_exec(pin[i], "COMMIT");
+    tu_exec(w, fill);
+    wait_base(path, at[i + 1]);
+    base[i] = log_base(path);
+  }
+  /* Records written after the switch go where the held process's pages were, in a
+  ** file written over (the switch copies only the records after its base). */
+  tu_exec(w, fill);
+  uint64_t ready_ms = (t1 - t0) / 1000000u, held_ms = (now_ns() - t1) / 1000000u;
+  touch_file(go);
+  CHECK(tu_wait_status(reader) == 0);
+  tu_exec(pin[npins - 1], "COMMIT");
+  for (int i = 0; i < npins; i++) CHECK_RC(sqlite3_close(pin[i]), SQLITE_OK);
+  CHECK(tu_int(w, "SELECT count(*) FROM spare WHERE length(b) = 1500") == 500);
+  CHECK_RC(sqlite3_close(w), SQLITE_OK);
+  CHECK(!exists(path, "-mw") && !exists(path, "-mw.spare") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  char bases[80];
+  if (linked) snprintf(bases, sizeof bases, "%llu", (unsigned long long)base[0]);
+  else snprintf(bases, sizeof bases, "%llu and %llu", (unsigned long long)base[0],
+                (unsigned long long)base[1]);
+  printf("%s: %s: the log switched from base %llu to %s in %llu ms while a process held "
+         "its file (ready after %llu ms): it read its snapshot whole\n", prog,
+         linked ? "a spare naming the log in use" : "two switches", (unsigned long long)base0,
+         bases, (unsigned long long)held_ms, (unsigned long long)ready_ms);
+}
+
+static void spare_reader(const char *dir) {
+  spare_round(dir, 0);
+  spare_round(dir, 1);
 }
 
 static int try_open(const char *path, const char *params, char *msg, size_t size) {
@@ -975,6 +1168,7 @@ static void shells(const char *dir) {
 int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
+  if (argc == 3 && strcmp(argv[1], "reader") == 0) return reader_main(argv);
   self_exe = tu_abs_exe(self_exe);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("mp");
@@ -993,6 +1187,7 @@ int main(int argc, char **argv) {
     { "compact_crash", compact_crash }, { "compact_all_open", compact_all_open },
     { "compact_kill", compact_kill }, { "room_ahead", room_ahead },
     { "threads_sync", threads_sync }, { "refresh_switch", refresh_switch },
+    { "spare_reader", spare_reader },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
   };
   const char *only = getenv("MW_MP_CASE");

@@ -78,11 +78,12 @@ struct mw_log {
   char *path;     /* "<db>-mw" */
   char *tmp_path; /* "<db>-mw.tmp" */
   char *spare_path; /* "<db>-mw.spare": the file before the last switch (see recycle) */
-  /* One process's switches keep the log file they replace under spare_path and take it
-  ** as the next switch's new file: its bytes are already written (records and zeros of
-  ** its earlier use), so only room past its size is zeroed again, as SQLite reuses its
-  ** WAL. Off with mw_mp=1 (other processes may still read the replaced file) and when
-  ** a spare name could not be removed (it must never name the log in use). */
+  /* A switch keeps the log file it replaces under spare_path and the next switch takes
+  ** it as its new file: its bytes are already written (records and zeros of its
+  ** earlier use), so only room past its size is zeroed again, as SQLite reuses its WAL.
+  ** Off when a spare name could not be removed (it must never name the log in use).
+  ** With mw_mp=1 each switch is told whether the spare may be taken (no process can
+  ** still read it: mp.c) and checks that it is not the file at the log's name. */
   int recycle;
   int page_size;
   int sync_mode;
@@ -671,7 +672,7 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
   if (rc == SQLITE_OK && !follow) rc = mw_file_delete(log->tmp_path, 0); /* a compaction's leftover */
   /* A spare left by the last life (or a crash between its link and the rename, when it
   ** names this very file): never reused across opens. */
-  if (rc == SQLITE_OK && !follow) log->recycle = !log->shared && mw_file_delete(log->spare_path, 0) == SQLITE_OK;
+  if (rc == SQLITE_OK && !follow) log->recycle = mw_file_delete(log->spare_path, 0) == SQLITE_OK;
   uint64_t end = MW_LOG_HDR_SIZE;
   if (rc == SQLITE_OK && follow) {
     /* Exactly the records other processes published, up to follow_end; the bytes after
@@ -1153,13 +1154,21 @@ static int open_next_file(mw_log *log, int recycle, mw_fd *pFd, uint64_t *pRoom)
   return rc;
 }
 
+/* mw_mp=1: the spare names the file at the log's name (a switch that died or failed
+** between its link and its rename, or a removal that failed): never to be reused. */
+static int spare_is_log(const mw_log *log) {
+  mw_file_id a, b;
+  if (mw_file_identity(log->spare_path, &a, 0) != SQLITE_OK) return 0; /* none */
+  return mw_file_identity(log->path, &b, 0) != SQLITE_OK || mw_file_id_eq(&a, &b);
+}
+
 /* Rewrites the log with base epoch `base` and the records after it, and switches to
 ** it. Called and returns with mu held (and cmp_mu), drops mu while it copies. With
 ** a hook (mw_mp=1), it runs right before the rename with the new shift, and writes and
 ** syncs stop for phase 2; without one (and not shared), switch_mirrored does the rest
 ** and stops nothing. */
 static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_log_switch_hook hook,
-                      void *hctx) {
+                      void *hctx, int spare_ok) {
   /* The first record to keep: the one of epoch base + 1 (or the end). */
   size_t keep = 0;
   while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
@@ -1203,7 +1212,8 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   unsigned char *buf = malloc(MW_LOG_COPY_CHUNK);
   if (!buf) rc = SQLITE_NOMEM;
   uint64_t room = 0;
-  if (rc == SQLITE_OK) rc = open_next_file(log, !hook && !log->shared && log->recycle, &tfd, &room);
+  int reuse = log->shared ? spare_ok && !spare_is_log(log) : log->recycle;
+  if (rc == SQLITE_OK) rc = open_next_file(log, reuse, &tfd, &room);
   if (rc == SQLITE_OK) {
     unsigned char h[MW_LOG_HDR_SIZE];
     build_header(h, log->page_size, base, log->salt, log->features); /* records copied as they are */
@@ -1241,10 +1251,18 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
   int renamed = 0, drc = SQLITE_OK;
   if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base, alloc_phys + new_shift);
+  /* The file replaced keeps a name, the spare of a later switch; an older spare not
+  ** taken goes (a process may still have it open: its name is all that goes). */
+  int linked = 0;
+  if (rc == SQLITE_OK && mw_file_delete(log->spare_path, 0) == SQLITE_OK)
+    linked = mw_file_link(log->path, log->spare_path, 0) == SQLITE_OK;
+  if (linked) mw_crash_point("mp_switch_linked"); /* the spare names the log in use */
   if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
   if (rc == SQLITE_OK) {
     renamed = 1;
     drc = mw_dir_sync(log->path, 0);
+  } else if (linked) {
+    (void)mw_file_delete(log->spare_path, 0); /* else spare_is_log keeps it unused */
   }
   free(buf);
   if (renamed) {
@@ -1275,16 +1293,16 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
 }
 
 int mw_log_compacted(mw_log *log, uint64_t base) {
-  return mw_log_compacted_hook(log, base, 0, 0, 0);
+  return mw_log_compacted_hook(log, base, 0, 0, 0, 0);
 }
 
 int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_enter_hook enter,
-                          mw_log_switch_hook hook, void *ctx) {
+                          mw_log_switch_hook hook, void *ctx, int spare_ok) {
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   int rc = log->error;
   if (rc == SQLITE_OK && base > log->base) {
-    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base, enter, hook, ctx);
+    rc = base > log->last_epoch ? SQLITE_MISUSE : switch_log(log, base, enter, hook, ctx, spare_ok);
   }
   mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);

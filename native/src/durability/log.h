@@ -152,11 +152,13 @@ int mw_log_compacted(mw_log *log, uint64_t base);
 ** publication lock there: no other process appends until the switch is done; an error
 ** gives the switch up); hook(ctx, new_shift, base, room_end) right before the new file
 ** is renamed over the old one (mp.c announces the switch to the other processes there);
-** room_end: the logical end of the new file's zeroed room. */
+** room_end: the logical end of the new file's zeroed room. spare_ok: no process can
+** still read the file the last switch replaced (its spare, <db>-mw.spare), so this
+** switch may take it as its new file; the file replaced now becomes the spare. */
 typedef int (*mw_log_enter_hook)(void *ctx);
 typedef void (*mw_log_switch_hook)(void *ctx, uint64_t new_shift, uint64_t base, uint64_t room_end);
 int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_enter_hook enter,
-                          mw_log_switch_hook hook, void *ctx);
+                          mw_log_switch_hook hook, void *ctx, int spare_ok);
 /* Multi-process mode: another process switched the log (a compaction): opens the file
 ** now at the name, whose logical offsets are `shift` + physical, and goes on with it
 ** (writes and syncs pause meanwhile; the caller serialises it with mw_log_follow and
