@@ -32,7 +32,8 @@
 ** The holders of the hot-spot turn of different processes take turns too (the turn
 ** across processes, below).
 ** Owns: "<db>-mwshm", the process table, the join and publication locks, catch-up,
-** the floors, the log generation and the turn across processes.
+** the floors, the log generation, when a switch may reuse the log's spare, and the
+** turn across processes.
 ** Never touches: the database file (db.c, guard.c, compact.c), SQLite, lanes.
 */
 #include "engine.h"
