@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "01bf3a89e2a3faa02cd283e90ac47110dac5ecbdb0f89900efea77c70adabfaa",
-        "size": 1813176
+        "sha256": "d77f5c3138696ecea65f07fc0c7480c9150f036c95e4e0756a60c8fe8bacfcc9",
+        "size": 1813480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "53040f2b1e0c25385262961614120e75b57046ab03ad221f4f5bc1bbf97671a7",
-        "size": 254112
+        "sha256": "c68f242c2a404113a8c2ba4e35600789008edaec7d4be1fac95b86f5d79d5c4b",
+        "size": 254400
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "980a9211fe98dfd8f51889e08c14111343d77e40c4e200d21712b63331c6f7a3",
-        "size": 1756064
+        "sha256": "e3615993996476cf90fcf6f7f9b322bc6bae6a90c5075d6ae9f7f1d6ac9b0ec8",
+        "size": 1756736
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "6b916d9013688bceeaf346c054c89fc8ad88e63623d990b9f70c7e15f1bc3781",
-        "size": 246344
+        "sha256": "5c2db73b65f95aa9741d5195b21dbd4ceb2a02a4f3c6918b622de052822172c7",
+        "size": 247000
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "b387562589b1c9ecbde371c566418f06c4bfe22843724d62d4a8710ce2b52974",
-        "size": 1811144
+        "sha256": "38411b73d0d8a3de0445db8300918d4a78bc1114aab57cd9c5df892fbec97b9d",
+        "size": 1811464
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "980074ce57eb5482d2b4dbc3ac5dd78e645594d5fa6d372e3ab8c6e669243933",
-        "size": 253384
+        "sha256": "f3750352be7c3fbff518b4b8f221a4c965db9af4d07e34460fb144ec367cbc65",
+        "size": 253672
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "c0b9d211bed8aa5f66b651ce363b01eb5ebd775f04b65811bed801c2675c9fdc",
-        "size": 1754328
+        "sha256": "111a34fedc9ea51be79df8191d5e60bfffa984aa613f26e68cdeeffb263c89e4",
+        "size": 1755016
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "0f5efd506259f3124fef6d94b1df6810e2d3c1617967d8599be22740196db968",
-        "size": 245832
+        "sha256": "40364a8de6c175066bac77a653055b569439ff1fd4bb1b8c962a6dc5cd441899",
+        "size": 246488
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "5a46195845854fd87a26af38125320d4107309aa8021b455375e592c9faa071c",
-        "size": 1768811
+        "sha256": "5d4d3b7580d9033adf8fb210891b47b2fd7bf043fef9f93224716bf4e0331b45",
+        "size": 1768847
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "69e66d10de4ae866ce050bd67be5a5b6e71ece0029d3904e35bbf0c0ee25dcc3",
-        "size": 255606
+        "sha256": "2eee89294a23216cb8d0112c7c49ad31d6bc4b74a84255d3d990ff00f21522ad",
+        "size": 255642
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "121971399bb56ec408a9507af6b315d6ef0eda9a312c19528ddc9a5873b94862",
-        "size": 1848816
+        "sha256": "19a7fe2e9eeb4658f8519f9f83ac8d95783d12a92ad85c30dc96c91d49524e2c",
+        "size": 1848848
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "0bac54bd2cf687cb3d686825d2d474699752235c813bcd1e4b2d461dfed2d763",
-        "size": 295048
+        "sha256": "fa4fd4f471fdce5a1a6ee1c525f4b1a4d5d240daad41fab7f3d3e771dfbe7300",
+        "size": 295080
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "f6fdcdeb9a8e25a9130766d48cd86d154aec626360677e72b2abf9efaa58ad7a",
+        "sha256": "06c733709727bfd47eb98fabf36b9511f91e8c81cb6461826c9e9f878065b6d2",
         "size": 1674752
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "47dcf0cb34527d48ac3e38b1cae6cb9efbd45b1a240d4a1840acb4d9ec385b51",
+        "sha256": "14bcedf72a744fb9d891835504f97beecd78627d1d79210bad2240291cfded0a",
         "size": 177664
       }
     }
