@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "d77f5c3138696ecea65f07fc0c7480c9150f036c95e4e0756a60c8fe8bacfcc9",
-        "size": 1813480
+        "sha256": "d9cb4da8b16daff54d06053a7be0a310fe6f56c14a1550b3b89b773412f1e026",
+        "size": 1813512
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "c68f242c2a404113a8c2ba4e35600789008edaec7d4be1fac95b86f5d79d5c4b",
-        "size": 254400
+        "sha256": "8522a70eb27960039cade2146da685fa6f013c0173fe11ca750aaab634c99e5b",
+        "size": 254432
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "e3615993996476cf90fcf6f7f9b322bc6bae6a90c5075d6ae9f7f1d6ac9b0ec8",
-        "size": 1756736
+        "sha256": "b3df142f4292526102aff6f5fc5bd85d3d491390cbceff6d4c52c629b84a62ad",
+        "size": 1756768
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "5c2db73b65f95aa9741d5195b21dbd4ceb2a02a4f3c6918b622de052822172c7",
-        "size": 247000
+        "sha256": "3b68ac52e51a172ba821064617e9d8645b11fbf331e1ed68085003a6accd9317",
+        "size": 247048
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "38411b73d0d8a3de0445db8300918d4a78bc1114aab57cd9c5df892fbec97b9d",
-        "size": 1811464
+        "sha256": "1fe15a6f7fb1c818637e7f48da83ceb6a63a4c746288b2cf94dce1ca29292781",
+        "size": 1811496
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "f3750352be7c3fbff518b4b8f221a4c965db9af4d07e34460fb144ec367cbc65",
-        "size": 253672
+        "sha256": "62e0a67c4de2fb75a47b2ca21d5e04e75ea02e02bdade384996a35c991ea6604",
+        "size": 253704
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "111a34fedc9ea51be79df8191d5e60bfffa984aa613f26e68cdeeffb263c89e4",
-        "size": 1755016
+        "sha256": "3c463f676c93f8f0f8b978a353523b86fc62073199f2e4ee30f53531d77ef2ed",
+        "size": 1755048
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "40364a8de6c175066bac77a653055b569439ff1fd4bb1b8c962a6dc5cd441899",
-        "size": 246488
+        "sha256": "622e47cf43996cac31b5751fa4db53417a8c551df711ecbc269bc63272387ae0",
+        "size": 246520
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "5d4d3b7580d9033adf8fb210891b47b2fd7bf043fef9f93224716bf4e0331b45",
+        "sha256": "7d8b2cac7eec4d5fc71221b2480607a6ed8a59b748a29f2e3306522884ae49cc",
         "size": 1768847
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "2eee89294a23216cb8d0112c7c49ad31d6bc4b74a84255d3d990ff00f21522ad",
+        "sha256": "5989155a2d94cea8d565b92e96b0c784fc5fce546f5a8913a68868336b3602f7",
         "size": 255642
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "19a7fe2e9eeb4658f8519f9f83ac8d95783d12a92ad85c30dc96c91d49524e2c",
+        "sha256": "44c9132c7273b3f6ac5caf723520281310532031765ca778b99b7c4ae87e2f29",
         "size": 1848848
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "fa4fd4f471fdce5a1a6ee1c525f4b1a4d5d240daad41fab7f3d3e771dfbe7300",
+        "sha256": "f2219f7b3dde36542d9beb9216a579be6a9c6e7fa5e861761d95e3eba3526bf6",
         "size": 295080
       }
     },

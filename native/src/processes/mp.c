@@ -939,6 +939,13 @@ static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base, uint64_t r
 ** to the rename). The spare is taken only when the floor of every live process, this
 ** one's too, is above it; the join lock held by the compactor keeps joins out. */
 static int spare_unread(mw_mp *m) {
+  /* Not while a switch is half done (log_gen odd: its compactor died after the rename,
+  ** before it published): the spare is then the file every process is still on, and
+  ** switched_epoch that of the switch before. Even and this process's: switched_epoch
+  ** was stored before that generation (settle_switch, mw_mp_compact_log), and no switch
+  ** runs meanwhile (the join lock). */
+  uint64_t g = __atomic_load_n(&m->hdr->log_gen, __ATOMIC_ACQUIRE);
+  if ((g & 1) || g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED)) return 0;
   uint64_t e = __atomic_load_n(&m->hdr->switched_epoch, __ATOMIC_ACQUIRE);
   for (int i = 0; i < MW_MP_SLOTS; i++) {
     if (i != m->slot && !held_elsewhere(m->fd, LOCK_SLOT0 + i)) continue;
