@@ -930,7 +930,7 @@ static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base, uint64_t r
 /* The spare of the log: the file the last switch replaced keeps a name (log.c) and
 ** the next switch writes over it instead of zeroing a new file's room (that zeroing
 ** was as much writing again as the records themselves: 16 inserting processes wrote
-** some 100 KB a commit, 60 KB with the reuse, and committed 17-24% more). Another
+** some 100 KB a commit, 60-80 KB with the reuse, and committed 17-38% more). Another
 ** process may still read the replaced file through its own descriptor: it follows a
 ** switch at its next catch-up, and until then it reads records and lazy page images
 ** there. A process has left that file once it applied a record published after the
