@@ -203,16 +203,18 @@ static long ack_count(const char *path, int id) {
   return (long)(st.st_size / 8);
 }
 
+/* Makes the (empty) file f, the signal a child process polls for. */
+static void touch_file(const char *f) {
+  int fd = open(f, O_WRONLY | O_CREAT, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+}
+
 static void set_stop(const char *path, int on) {
   char f[400];
   snprintf(f, sizeof f, "%s.stop", path);
-  if (on) {
-    int fd = open(f, O_WRONLY | O_CREAT, 0644);
-    CHECK(fd >= 0);
-    close(fd);
-  } else {
-    unlink(f);
-  }
+  if (on) touch_file(f);
+  else unlink(f);
 }
 
 /* A fresh bank. */
@@ -840,12 +842,6 @@ static void refresh_switch(const char *dir) {
 ** rows inserted once it signalled "opened". The read transactions were all taken
 ** before the held process opened (its floor, set at its open, is above them), so that
 ** this process, not the held one, runs both compactions, at once. */
-static void touch_file(const char *f) {
-  int fd = open(f, O_WRONLY | O_CREAT, 0644);
-  CHECK(fd >= 0);
-  close(fd);
-}
-
 static int reader_main(char **argv) {
   const char *path = argv[2];
 #ifdef __linux__
