@@ -454,6 +454,15 @@ export const MUTANTS = [
     why: "a switch writes over the log file the last switch replaced while another process still reads its pages there",
   },
   {
+    id: "mp-spare-taken-half-switched",
+    file: "processes/mp.c",
+    find: "  if ((g & 1) || g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED)) return 0;",
+    replace: "  (void)g;",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "spare_reader" },
+    why: "a switch takes the spare while the switch before it is half done (its compactor died after the rename): the spare is then the file every process is still on",
+  },
+  {
     id: "log-spare-naming-log-taken",
     file: "durability/log.c",
     find: "  return mw_file_identity(log->path, &b, 0) != SQLITE_OK || mw_file_id_eq(&a, &b);",

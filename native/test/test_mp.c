@@ -885,6 +885,10 @@ static int reader_main(char **argv) {
   return 0;
 }
 
+/* 1.2 MB of rows in another table: past a log limit of 1 MB. */
+#define FILL_SQL "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE " \
+                 "i < 800) INSERT INTO fill(b) SELECT randomblob(1500) FROM r"
+
 static void insert_spare_rows(sqlite3 *db, int n) {
   char sql[300];
   snprintf(sql, sizeof sql,
@@ -946,8 +950,7 @@ static void spare_round(const char *dir, int linked) {
   insert_spare_rows(w, 100);
   /* Rows of another table take the log past its limit, so that the compactor runs at
   ** once: here to the first pin's snapshot, where the file the reader opens starts. */
-  const char *fill = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE "
-                     "i < 800) INSERT INTO fill(b) SELECT randomblob(1500) FROM r";
+  const char *fill = FILL_SQL;
   int npins = linked ? 2 : 3;
   sqlite3 *pin[3];
   uint64_t at[3];
@@ -1010,9 +1013,131 @@ static void spare_round(const char *dir, int linked) {
          bases, (unsigned long long)held_ms, (unsigned long long)ready_ms);
 }
 
+/* The process of half_switch that dies in its compaction (MW_CRASH_AT=compact_switched:1,
+** after its rename, before it published): it inserts the 100 rows that the held reader
+** applies lazily, then, once told, the rows that take the log past its limit. */
+static int switcher_main(char **argv) {
+  const char *path = argv[2];
+#ifdef __linux__
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 1;
+#endif
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  char lazy[400], fill[400];
+  snprintf(lazy, sizeof lazy, "%s.lazy", path);
+  snprintf(fill, sizeof fill, "%s.fill", path);
+  sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
+  insert_spare_rows(db, 100);
+  /* A snapshot at those rows, the held reader's: only a process whose oldest snapshot
+  ** is not above every other floor compacts (compact.c, compact_now). */
+  sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
+  tu_exec(pin, "BEGIN");
+  CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
+  touch_file(lazy);
+  while (access(fill, F_OK) != 0) sleep_us(10000);
+  tu_exec(db, FILL_SQL);
+  /* Its compactor runs at once (the log is over the limit) and dies at the crash point. */
+  for (int i = 0; i < 12000; i++) sleep_us(10000);
+  return 4;
+}
+
+/* A u64 of <path><suffix> read by a child process: this one has the database open,
+** and closing a descriptor of -mwshm here would drop this process's locks on it. */
+static uint64_t peek_u64(const char *path, const char *suffix, long off) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    uint64_t v = file_u64(path, suffix, off);
+    _exit(write(fds[1], &v, sizeof v) == (ssize_t)sizeof v ? 0 : 1);
+  }
+  close(fds[1]);
+  uint64_t v = 0;
+  CHECK(read(fds[0], &v, sizeof v) == (ssize_t)sizeof v);
+  close(fds[0]);
+  CHECK(tu_wait_status(pid) == 0);
+  return v;
+}
+
+/* The log generation in <path>-mwshm (docs/format.md: bytes 2120-2127). */
+static uint64_t shm_log_gen(const char *path) { return peek_u64(path, "-mwshm", 2120); }
+
+/* A switch left half done: a compactor died after renaming its new log over the old
+** one and before it published the switch (log generation odd). The old file, which is
+** now the spare, is still the file of every other process; the switched epoch is the
+** last finished switch's (none here: 0, below every floor). The next compaction, in
+** another process, before any commit settled the switch (commits settle it, catch-ups
+** and ticks do not), must not take that spare (mp.c, spare_unread): a held reader
+** reads its lazy pages there. Taken, it is written over by the copy of the kept
+** records before that compaction settles the switch and gives itself up; the reader
+** then reads wrong rows (or SQLITE_CORRUPT). This process opens last, so that its
+** compactor's timer (5 s) comes after the death; it compacts then. */
+static void half_switch(const char *dir) {
+  char path[300], f[400];
+  snprintf(path, sizeof path, "%s/halfswitch.db", dir);
+  make_bank(path);
+  sqlite3 *w = tu_open(path, "mw_mp=1");
+  tu_exec(w, "CREATE TABLE spare(id INTEGER PRIMARY KEY, b BLOB)");
+  tu_exec(w, "CREATE TABLE fill(b BLOB)");
+  insert_spare_rows(w, 400);
+  CHECK_RC(sqlite3_close(w), SQLITE_OK);
+  char *rargs[] = { "reader", path, 0 };
+  pid_t reader = tu_spawn(self_exe, "MW_PAUSE_AT", "mp_tick:4000", rargs);
+  wait_file(path, ".opened", reader);
+  char *sargs[] = { "switcher", path, 0 };
+  pid_t victim = tu_spawn(self_exe, "MW_CRASH_AT", "compact_switched:1", sargs);
+  wait_file(path, ".lazy", victim);
+  snprintf(f, sizeof f, "%s.more", path);
+  touch_file(f);
+  wait_file(path, ".ready", reader);
+  w = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
+  sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=64"); /* as the dying process's */
+  tu_exec(pin, "BEGIN");
+  CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
+  uint64_t base0 = log_base(path), t0 = now_ns();
+  snprintf(f, sizeof f, "%s.fill", path);
+  touch_file(f);
+  int st = tu_wait_status(victim);
+  if (st != 128 + SIGABRT) {
+    fprintf(stderr, "%s: half_switch: the compacting process ended with %d, not at its "
+            "crash point\n", prog, st);
+    CHECK(0);
+  }
+  CHECK(shm_log_gen(path) & 1);
+  uint64_t died_ms = (now_ns() - t0) / 1000000u, t1 = now_ns();
+  /* This process's compactor settles the switch when it next compacts. */
+  while (shm_log_gen(path) & 1) {
+    CHECK(now_ns() - t1 < 60000000000ull);
+    CHECK(waitpid(reader, 0, WNOHANG) == 0);
+    sleep_us(5000);
+  }
+  uint64_t settled_ms = (now_ns() - t1) / 1000000u, base1 = log_base(path);
+  snprintf(f, sizeof f, "%s.go", path);
+  touch_file(f);
+  CHECK(tu_wait_status(reader) == 0);
+  tu_exec(pin, "COMMIT");
+  CHECK_RC(sqlite3_close(pin), SQLITE_OK);
+  CHECK(tu_int(w, "SELECT count(*) FROM spare WHERE length(b) = 1500") == 500);
+  CHECK(tu_int(w, "SELECT count(*) FROM fill") == 800);
+  CHECK_RC(sqlite3_close(w), SQLITE_OK);
+  CHECK(!exists(path, "-mw") && !exists(path, "-mw.spare") && !exists(path, "-mwshm"));
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: a compactor died after its rename (log base %llu -> %llu, %llu ms); another "
+         "process compacted %llu ms later, before any commit: the held process read its "
+         "snapshot whole\n", prog, (unsigned long long)base0,
+         (unsigned long long)base1, (unsigned long long)died_ms,
+         (unsigned long long)settled_ms);
+}
+
 static void spare_reader(const char *dir) {
   spare_round(dir, 0);
   spare_round(dir, 1);
+  half_switch(dir);
 }
 
 static int try_open(const char *path, const char *params, char *msg, size_t size) {
@@ -1165,6 +1290,7 @@ int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
   if (argc == 3 && strcmp(argv[1], "reader") == 0) return reader_main(argv);
+  if (argc == 3 && strcmp(argv[1], "switcher") == 0) return switcher_main(argv);
   self_exe = tu_abs_exe(self_exe);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("mp");
