@@ -889,13 +889,16 @@ static int reader_main(char **argv) {
 #define FILL_SQL "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE " \
                  "i < 800) INSERT INTO fill(b) SELECT randomblob(1500) FROM r"
 
+/* n rows of the table spare, then their 1500 bytes, in two transactions. */
+#define SPARE_NULLS_SQL(n) "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r " \
+                           "WHERE i < " #n ") INSERT INTO spare(b) SELECT NULL FROM r"
+#define SPARE_FILL_SQL "UPDATE spare SET b = printf('%.*c', 1500, char(65 + id % 26)) " \
+                       "WHERE b IS NULL"
+
 static void insert_spare_rows(sqlite3 *db, int n) {
-  char sql[300];
-  snprintf(sql, sizeof sql,
-           "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) "
-           "INSERT INTO spare(b) SELECT NULL FROM r", n);
-  tu_exec(db, sql);
-  tu_exec(db, "UPDATE spare SET b = printf('%.*c', 1500, char(65 + id % 26)) WHERE b IS NULL");
+  CHECK(n == 100 || n == 400);
+  tu_exec(db, n == 100 ? SPARE_NULLS_SQL(100) : SPARE_NULLS_SQL(400));
+  tu_exec(db, SPARE_FILL_SQL);
 }
 
 /* Waits (at most 60 s) until the log's base epoch is at least `epoch`. */
@@ -1014,8 +1017,11 @@ static void spare_round(const char *dir, int linked) {
 }
 
 /* The process of half_switch that dies in its compaction (MW_CRASH_AT=compact_switched:1,
-** after its rename, before it published): it inserts the 100 rows that the held reader
-** applies lazily, then, once told, the rows that take the log past its limit. */
+** after its rename, before it published). It inserts 100 rows and holds a snapshot
+** there (so does the parent): only a process whose oldest snapshot is not above any
+** other floor compacts (compact.c, compact_now), and the held reader's snapshot is
+** above it. Then it fills the rows (the reader applies them lazily) and, once told, adds
+** the rows that take the log past its limit. */
 static int switcher_main(char **argv) {
   const char *path = argv[2];
 #ifdef __linux__
@@ -1023,20 +1029,24 @@ static int switcher_main(char **argv) {
   if (getppid() == 1) return 1;
 #endif
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  char lazy[400], fill[400];
+  char inserted[400], pinned[400], lazy[400], fill[400];
+  snprintf(inserted, sizeof inserted, "%s.inserted", path);
+  snprintf(pinned, sizeof pinned, "%s.pinned", path);
   snprintf(lazy, sizeof lazy, "%s.lazy", path);
   snprintf(fill, sizeof fill, "%s.fill", path);
   sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
-  insert_spare_rows(db, 100);
-  /* A snapshot at those rows, the held reader's: only a process whose oldest snapshot
-  ** is not above every other floor compacts (compact.c, compact_now). */
+  tu_exec(db, SPARE_NULLS_SQL(100));
   sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
   tu_exec(pin, "BEGIN");
   CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
+  touch_file(inserted);
+  while (access(pinned, F_OK) != 0) sleep_us(10000);
+  tu_exec(db, SPARE_FILL_SQL);
   touch_file(lazy);
   while (access(fill, F_OK) != 0) sleep_us(10000);
   tu_exec(db, FILL_SQL);
-  /* Its compactor runs at once (the log is over the limit) and dies at the crash point. */
+  /* Its compactor runs once the reader's floor passed the rows (at the reader's first
+  ** tick), and dies at the crash point. */
   for (int i = 0; i < 12000; i++) sleep_us(10000);
   return 4;
 }
@@ -1084,19 +1094,25 @@ static void half_switch(const char *dir) {
   tu_exec(w, "CREATE TABLE fill(b BLOB)");
   insert_spare_rows(w, 400);
   CHECK_RC(sqlite3_close(w), SQLITE_OK);
+  /* Its ticks held 2 s each: its floor passes the rows at the end of its first (the
+  ** dying process compacts then), and it follows no switch until it read them. */
   char *rargs[] = { "reader", path, 0 };
-  pid_t reader = tu_spawn(self_exe, "MW_PAUSE_AT", "mp_tick:4000", rargs);
+  pid_t reader = tu_spawn(self_exe, "MW_PAUSE_AT", "mp_tick:2000", rargs);
   wait_file(path, ".opened", reader);
   char *sargs[] = { "switcher", path, 0 };
   pid_t victim = tu_spawn(self_exe, "MW_CRASH_AT", "compact_switched:1", sargs);
+  wait_file(path, ".inserted", victim);
+  /* Opened now, this process's compactor's timer (5 s) comes after the death. */
+  w = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
+  sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
+  tu_exec(pin, "BEGIN");
+  CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
+  snprintf(f, sizeof f, "%s.pinned", path);
+  touch_file(f);
   wait_file(path, ".lazy", victim);
   snprintf(f, sizeof f, "%s.more", path);
   touch_file(f);
   wait_file(path, ".ready", reader);
-  w = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
-  sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=64"); /* as the dying process's */
-  tu_exec(pin, "BEGIN");
-  CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
   uint64_t base0 = log_base(path), t0 = now_ns();
   snprintf(f, sizeof f, "%s.fill", path);
   touch_file(f);
