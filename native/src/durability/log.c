@@ -1045,6 +1045,52 @@ static int copy_range(mw_fd src, uint64_t shift, mw_fd dst_fd, uint64_t dst, uin
   return SQLITE_OK;
 }
 
+/* The new file of a switch (at tmp_path, its bytes written) made durable. */
+static int sync_new_file(const mw_log *log, mw_fd tfd) {
+  int rc = mw_file_sync(tfd, 0);
+  if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
+  return rc;
+}
+
+/* The end of a switch, both kinds, after sync_new_file (rc its result): the file
+** replaced given the spare's name (an older spare not taken goes; a process may still
+** have it open: its name is all that goes), the new file renamed over the log's name,
+** the directory synced (its result in *pDrc). *pRenamed: the name holds the new file.
+** No sync for the spare's name: a spare lost in a crash is only not reused. */
+static int rename_new_file(mw_log *log, int rc, int *pRenamed, int *pDrc) {
+  *pRenamed = 0;
+  *pDrc = SQLITE_OK;
+  int linked = rc == SQLITE_OK && (log->shared || log->recycle) &&
+               mw_file_delete(log->spare_path, 0) == SQLITE_OK &&
+               mw_file_link(log->path, log->spare_path, 0) == SQLITE_OK;
+  if (linked && log->shared) mw_crash_point("mp_switch_linked"); /* the spare names the log in use */
+  if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
+  if (rc == SQLITE_OK) {
+    *pRenamed = 1;
+    mw_crash_point("log_switch_renamed");
+    *pDrc = mw_dir_sync(log->path, 0);
+  } else if (linked && mw_file_delete(log->spare_path, 0) != SQLITE_OK) {
+    log->recycle = 0; /* the spare names the log in use: never reuse it (mw_mp=1: spare_is_log) */
+  }
+  return rc;
+}
+
+/* After the rename (mu held): every later write goes to the new file. Without the
+** directory sync (drc) a power loss may bring the old log back without the commits
+** written from now on: no commit may be acknowledged any more. */
+static int adopt_new_file_locked(mw_log *log, mw_fd tfd, uint64_t base, size_t keep,
+                                 uint64_t new_shift, uint64_t alloc_end, uint64_t w2, int drc) {
+  log->fd = tfd;
+  log->shift = new_shift;
+  log->base = base;
+  log->alloc_end = alloc_end;
+  if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
+  memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
+  log->nidx -= keep;
+  if (drc != SQLITE_OK) set_error(log, drc);
+  return drc;
+}
+
 /* The switch of one process (called by switch_log after phase 1, with mu not held;
 ** returns with mu held): writes and syncs go on in the old file, and follow into the
 ** new one, while the slow parts run; committers never wait for the switch.
@@ -1086,37 +1132,15 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
   }
   if (rc == SQLITE_OK) mw_crash_point("log_switch_mirror");
   if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
-  if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
-  if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
-  int renamed = 0, drc = SQLITE_OK;
-  /* The file replaced keeps a name: the spare of the next switch (no sync needed: a
-  ** spare lost in a crash is only not reused). */
-  int linked = rc == SQLITE_OK && log->recycle && mw_file_link(log->path, log->spare_path, 0) == SQLITE_OK;
-  if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
-  if (rc == SQLITE_OK) {
-    renamed = 1;
-    mw_crash_point("log_switch_renamed");
-    drc = mw_dir_sync(log->path, 0);
-  } else if (linked && mw_file_delete(log->spare_path, 0) != SQLITE_OK) {
-    log->recycle = 0; /* the spare still names the log in use: never reuse it */
-  }
   free(buf);
+  if (rc == SQLITE_OK) rc = sync_new_file(log, tfd);
+  int renamed = 0, drc = SQLITE_OK;
+  rc = rename_new_file(log, rc, &renamed, &drc);
 
   mw_mutex_lock(&log->mu);
   if (renamed) {
-    /* The name now points at the new file: every later write must go there. */
-    log->fd = tfd;
-    log->shift = new_shift;
-    log->base = base;
-    log->alloc_end = alloc_phys + new_shift;
-    if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
-    memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
-    log->nidx -= keep;
+    rc = adopt_new_file_locked(log, tfd, base, keep, new_shift, alloc_phys + new_shift, w2, drc);
     log->fd_gen++;
-    /* Without the directory sync a power loss may bring the old log back without the
-    ** commits written from now on: no commit may be acknowledged any more. */
-    if (drc != SQLITE_OK) set_error(log, drc);
-    rc = drc;
   }
   log->mirror = 0;
   log->mfd = MW_FD_INVALID;
@@ -1247,24 +1271,11 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
 
   if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
   if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
-  if (rc == SQLITE_OK) rc = mw_file_sync(tfd, 0);
-  if (rc == SQLITE_OK && log->full_fsync) rc = mw_file_datasync(tfd, 1, 0);
-  int renamed = 0, drc = SQLITE_OK;
-  if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base, alloc_phys + new_shift);
-  /* The file replaced keeps a name, the spare of a later switch; an older spare not
-  ** taken goes (a process may still have it open: its name is all that goes). */
-  int linked = 0;
-  if (rc == SQLITE_OK && mw_file_delete(log->spare_path, 0) == SQLITE_OK)
-    linked = mw_file_link(log->path, log->spare_path, 0) == SQLITE_OK;
-  if (linked) mw_crash_point("mp_switch_linked"); /* the spare names the log in use */
-  if (rc == SQLITE_OK) rc = mw_file_rename(log->tmp_path, log->path, 0);
-  if (rc == SQLITE_OK) {
-    renamed = 1;
-    drc = mw_dir_sync(log->path, 0);
-  } else if (linked) {
-    (void)mw_file_delete(log->spare_path, 0); /* else spare_is_log keeps it unused */
-  }
   free(buf);
+  if (rc == SQLITE_OK) rc = sync_new_file(log, tfd);
+  if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base, alloc_phys + new_shift);
+  int renamed = 0, drc = SQLITE_OK;
+  rc = rename_new_file(log, rc, &renamed, &drc);
   if (renamed) {
     mw_file_close(old_fd);
   } else {
@@ -1273,20 +1284,9 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   }
 
   mw_mutex_lock(&log->mu);
-  if (renamed) {
-    /* The name now points at the new file: every later write must go there. */
-    log->fd = tfd;
-    log->shift = new_shift;
-    log->base = base;
-    log->alloc_end = log->shared ? UINT64_MAX / 4 : alloc_phys + new_shift;
-    if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
-    memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));
-    log->nidx -= keep;
-    /* Without the directory sync a power loss may bring the old log back without the
-    ** commits written from now on: no commit may be acknowledged any more. */
-    if (drc != SQLITE_OK) set_error(log, drc);
-    rc = drc;
-  }
+  if (renamed)
+    rc = adopt_new_file_locked(log, tfd, base, keep, new_shift,
+                               log->shared ? UINT64_MAX / 4 : alloc_phys + new_shift, w2, drc);
   log->switching = 0;
   wake_all(log);
   return rc;
