@@ -168,7 +168,10 @@ static int install_version(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned 
     st->slot[h] = c;
     st->count++;
   }
-  chain_prune(st, c, oldest);
+  /* Pruned only when full: the common install appends without reading the versions
+  ** (with mw_mp=1 every process installs every other process's records, and that read
+  ** was a cache miss in most of them). Garbage collection prunes every chain too. */
+  if (c->n == c->cap) chain_prune(st, c, oldest);
   if (c->n == c->cap) {
     uint32_t ncap = c->cap ? c->cap * 2 : 2;
     mw_pver *nv = realloc(c->v, ncap * sizeof(*nv));
