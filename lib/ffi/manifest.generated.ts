@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "d9cb4da8b16daff54d06053a7be0a310fe6f56c14a1550b3b89b773412f1e026",
-        "size": 1813512
+        "sha256": "3db03c87c6f1c62101deaeb89341013955b231bc063420f057f443f12dfe7c2d",
+        "size": 1813640
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "8522a70eb27960039cade2146da685fa6f013c0173fe11ca750aaab634c99e5b",
-        "size": 254432
+        "sha256": "7c59025be6854054c0e226beabd3943ea16ebdb437bd545b173d9e75b656d133",
+        "size": 254560
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "b3df142f4292526102aff6f5fc5bd85d3d491390cbceff6d4c52c629b84a62ad",
-        "size": 1756768
+        "sha256": "872b3b1dd900b9d10d5d200416d3e68df8c785a730fc4f33c38177c7ee46acbe",
+        "size": 1756880
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "3b68ac52e51a172ba821064617e9d8645b11fbf331e1ed68085003a6accd9317",
-        "size": 247048
+        "sha256": "aab9348bf0da609cb1143a3cf143bf8a618c8a36a0f46113c61e35630ae2ca97",
+        "size": 247160
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "1fe15a6f7fb1c818637e7f48da83ceb6a63a4c746288b2cf94dce1ca29292781",
-        "size": 1811496
+        "sha256": "763014546e3d781a0f42683eeaf4429b124d17146ceb55c925b0375dff83fa51",
+        "size": 1811624
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "62e0a67c4de2fb75a47b2ca21d5e04e75ea02e02bdade384996a35c991ea6604",
-        "size": 253704
+        "sha256": "cb8f431699488777e530ef6aaecb7ae3f212644a8b0ffa0ee20e3eca06f97aac",
+        "size": 253832
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "3c463f676c93f8f0f8b978a353523b86fc62073199f2e4ee30f53531d77ef2ed",
-        "size": 1755048
+        "sha256": "324aba551652e4fa12526096b2c688a490c9779260a6ac98084085d9e0b799d4",
+        "size": 1755160
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "622e47cf43996cac31b5751fa4db53417a8c551df711ecbc269bc63272387ae0",
-        "size": 246520
+        "sha256": "ad14537b67e9481f0c3e0828f460acbdaf09adcc9559b90262f17312b5bf38bf",
+        "size": 246632
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "7d8b2cac7eec4d5fc71221b2480607a6ed8a59b748a29f2e3306522884ae49cc",
-        "size": 1768847
+        "sha256": "5478ba064e87c57aa8c1bf5b3560f177df1d42de83ac063af1bf42f65ec47543",
+        "size": 1768880
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "5989155a2d94cea8d565b92e96b0c784fc5fce546f5a8913a68868336b3602f7",
-        "size": 255642
+        "sha256": "31a4155bb10b512f7619f2654cdc8503abeec93396482a4c97b3ce91a1b6c9c2",
+        "size": 255675
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "44c9132c7273b3f6ac5caf723520281310532031765ca778b99b7c4ae87e2f29",
-        "size": 1848848
+        "sha256": "12c1ae75e195baa553357af9a2c65c4ad0371389496ca799344292f9334357d1",
+        "size": 1848880
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "f2219f7b3dde36542d9beb9216a579be6a9c6e7fa5e861761d95e3eba3526bf6",
-        "size": 295080
+        "sha256": "e9738e5f51c9ed1a407cbe704372e3ce3aa8b14902f916f82c21ddf7014f1260",
+        "size": 295112
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "06c733709727bfd47eb98fabf36b9511f91e8c81cb6461826c9e9f878065b6d2",
+        "sha256": "fee330d01532f167c1669d945a7dc941ea20e16edda3ab1f2d6ccf135bbf74d5",
         "size": 1674752
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "14bcedf72a744fb9d891835504f97beecd78627d1d79210bad2240291cfded0a",
+        "sha256": "232cf8341366ef101fa33488ba6d865f0ac7d5390e1bb9b74fbbca2b267f9438",
         "size": 177664
       }
     }
