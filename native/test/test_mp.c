@@ -125,6 +125,38 @@ static void dbg_log(void *arg, int code, const char *msg) {
   fprintf(stderr, "%s[%d]: sqlite3_log %d %s\n", prog, (int)getpid(), code, msg);
 }
 
+/* Makes the (empty) file f, the signal a child process polls for. */
+static void touch_file(const char *f) {
+  int fd = open(f, O_WRONLY | O_CREAT, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+}
+
+/* The signals between this process and its children: empty files <path><suffix>. A
+** child waits without a limit: it dies with this process (child_begin). */
+static void signal_file(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  touch_file(f);
+}
+
+static void await_signal(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  while (access(f, F_OK) != 0) sleep_us(10000);
+}
+
+/* The start of a child process of this test: it dies with its parent (a test that fails
+** stops without its stop file: its writers must not go on; they did, for an hour,
+** filling the disk and holding CI's output pipe open). 0: the parent is gone already. */
+static int child_begin(void) {
+#ifdef __linux__
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 0;
+#endif
+  return 1;
+}
+
 /* argv: writer <path> <id> <ackfile> <stopfile> <max> <params>; max < 0: idle (opens
 ** the database, never runs a transaction, closes once the stop file exists).
 ** MW_TEST_PAD in the environment: each transfer also inserts a row of 1500 bytes into
@@ -133,12 +165,7 @@ static int writer_main(char **argv) {
   const char *path = argv[2], *ackfile = argv[4], *stopfile = argv[5], *params = argv[7];
   int id = atoi(argv[3]);
   long max = atol(argv[6]);
-#ifdef __linux__
-  /* A test that fails stops without its stop file: its writers must not go on (they
-  ** did, for an hour, filling the disk and holding CI's output pipe open). */
-  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) return 1;
-#endif
+  if (!child_begin()) return 1;
   if (getenv("MW_TEST_LOG")) sqlite3_config(SQLITE_CONFIG_LOG, dbg_log, (void *)0);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   sqlite3 *db = tu_open(path, params);
@@ -201,13 +228,6 @@ static long ack_count(const char *path, int id) {
   struct stat st;
   if (stat(f, &st) != 0) return 0;
   return (long)(st.st_size / 8);
-}
-
-/* Makes the (empty) file f, the signal a child process polls for. */
-static void touch_file(const char *f) {
-  int fd = open(f, O_WRONLY | O_CREAT, 0644);
-  CHECK(fd >= 0);
-  close(fd);
 }
 
 static void set_stop(const char *path, int on) {
@@ -844,25 +864,17 @@ static void refresh_switch(const char *dir) {
 ** this process, not the held one, runs both compactions, at once. */
 static int reader_main(char **argv) {
   const char *path = argv[2];
-#ifdef __linux__
-  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) return 1;
-#endif
+  if (!child_begin()) return 1;
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  char opened[400], more[400], ready[400], go[400];
-  snprintf(opened, sizeof opened, "%s.opened", path);
-  snprintf(more, sizeof more, "%s.more", path);
-  snprintf(ready, sizeof ready, "%s.ready", path);
-  snprintf(go, sizeof go, "%s.go", path);
   sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
-  touch_file(opened);
-  while (access(more, F_OK) != 0) sleep_us(10000);
+  signal_file(path, ".opened");
+  await_signal(path, ".more");
   /* A transaction's end raises the process's floor (its ticks would, held here). */
   CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0);
   tu_exec(db, "BEGIN");
   CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0); /* the snapshot, few pages read */
-  touch_file(ready);
-  while (access(go, F_OK) != 0) sleep_us(10000);
+  signal_file(path, ".ready");
+  await_signal(path, ".go");
   const char *q = "SELECT count(*) = 500 AND sum(length(b) = 1500) = 500 AND "
                   "sum(substr(b, 1, 1) = char(65 + id % 26)) = 500 FROM spare";
   sqlite3_stmt *st = 0;
@@ -942,9 +954,8 @@ static void wait_file(const char *path, const char *suffix, pid_t child) {
 ** (made here with link(2)), then one switch, which finds a spare that is the log in use
 ** (and still read by the reader). */
 static void spare_round(const char *dir, int linked) {
-  char path[300], go[400], more[400];
+  char path[300];
   snprintf(path, sizeof path, "%s/spare%d.db", dir, linked);
-  snprintf(go, sizeof go, "%s.go", path);
   make_bank(path);
   const char *params = "mw_mp=1&mw_log_max_mb=1";
   sqlite3 *w = tu_open(path, params);
@@ -975,8 +986,7 @@ static void spare_round(const char *dir, int linked) {
   uint64_t t0 = now_ns();
   wait_file(path, ".opened", reader);
   insert_spare_rows(w, 100); /* lazy in the reader */
-  snprintf(more, sizeof more, "%s.more", path);
-  touch_file(more);
+  signal_file(path, ".more");
   wait_file(path, ".ready", reader);
   if (linked) {
     char log[400], spare[400];
@@ -996,7 +1006,7 @@ static void spare_round(const char *dir, int linked) {
   ** file written over (the switch copies only the records after its base). */
   tu_exec(w, fill);
   uint64_t ready_ms = (t1 - t0) / 1000000u, held_ms = (now_ns() - t1) / 1000000u;
-  touch_file(go);
+  signal_file(path, ".go");
   CHECK(tu_wait_status(reader) == 0);
   tu_exec(pin[npins - 1], "COMMIT");
   for (int i = 0; i < npins; i++) CHECK_RC(sqlite3_close(pin[i]), SQLITE_OK);
@@ -1024,26 +1034,18 @@ static void spare_round(const char *dir, int linked) {
 ** the rows that take the log past its limit. */
 static int switcher_main(char **argv) {
   const char *path = argv[2];
-#ifdef __linux__
-  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) return 1;
-#endif
+  if (!child_begin()) return 1;
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
-  char inserted[400], pinned[400], lazy[400], fill[400];
-  snprintf(inserted, sizeof inserted, "%s.inserted", path);
-  snprintf(pinned, sizeof pinned, "%s.pinned", path);
-  snprintf(lazy, sizeof lazy, "%s.lazy", path);
-  snprintf(fill, sizeof fill, "%s.fill", path);
   sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
   tu_exec(db, SPARE_NULLS_SQL(100));
   sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
   tu_exec(pin, "BEGIN");
   CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
-  touch_file(inserted);
-  while (access(pinned, F_OK) != 0) sleep_us(10000);
+  signal_file(path, ".inserted");
+  await_signal(path, ".pinned");
   tu_exec(db, SPARE_FILL_SQL);
-  touch_file(lazy);
-  while (access(fill, F_OK) != 0) sleep_us(10000);
+  signal_file(path, ".lazy");
+  await_signal(path, ".fill");
   tu_exec(db, FILL_SQL);
   /* Its compactor runs once the reader's floor passed the rows (at the reader's first
   ** tick), and dies at the crash point. */
@@ -1086,7 +1088,7 @@ static uint64_t shm_log_gen(const char *path) { return peek_u64(path, "-mwshm", 
 ** then reads wrong rows (or SQLITE_CORRUPT). This process opens last, so that its
 ** compactor's timer (5 s) comes after the death; it compacts then. */
 static void half_switch(const char *dir) {
-  char path[300], f[400];
+  char path[300];
   snprintf(path, sizeof path, "%s/halfswitch.db", dir);
   make_bank(path);
   sqlite3 *w = tu_open(path, "mw_mp=1");
@@ -1107,15 +1109,12 @@ static void half_switch(const char *dir) {
   sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
   tu_exec(pin, "BEGIN");
   CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
-  snprintf(f, sizeof f, "%s.pinned", path);
-  touch_file(f);
+  signal_file(path, ".pinned");
   wait_file(path, ".lazy", victim);
-  snprintf(f, sizeof f, "%s.more", path);
-  touch_file(f);
+  signal_file(path, ".more");
   wait_file(path, ".ready", reader);
   uint64_t base0 = log_base(path), t0 = now_ns();
-  snprintf(f, sizeof f, "%s.fill", path);
-  touch_file(f);
+  signal_file(path, ".fill");
   int st = tu_wait_status(victim);
   if (st != 128 + SIGABRT) {
     fprintf(stderr, "%s: half_switch: the compacting process ended with %d, not at its "
@@ -1131,8 +1130,7 @@ static void half_switch(const char *dir) {
     sleep_us(5000);
   }
   uint64_t settled_ms = (now_ns() - t1) / 1000000u, base1 = log_base(path);
-  snprintf(f, sizeof f, "%s.go", path);
-  touch_file(f);
+  signal_file(path, ".go");
   CHECK(tu_wait_status(reader) == 0);
   tu_exec(pin, "COMMIT");
   CHECK_RC(sqlite3_close(pin), SQLITE_OK);
