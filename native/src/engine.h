@@ -290,6 +290,9 @@ void mw_db_turn_pass(mw_db *db, mw_lane *l);
 /* Waits until every commit the lane's snapshot includes is durable (visible), or
 ** the database broke. For snapshots taken by a turn holder; a no-op otherwise. */
 void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l);
+/* Until every commit assigned so far (this process's and, mw_mp=1, the others' it
+** applied) is visible. */
+void mw_db_wait_assigned_visible(mw_db *db);
 /* Snapshots (all databases of the process) that included commits not yet durable:
 ** the tests' evidence that the early hand-over ran. Atomic. */
 extern int64_t mw_early_snapshots;

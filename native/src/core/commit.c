@@ -544,6 +544,13 @@ static int refuse(commit *c, int rc) {
     mw_db_wait_snapshot_durable(l->db, l);
     MW_TAIL(mw_tail.refuse_ns += mw_now_ns() - t0);
   }
+  /* mw_mp=1: the commit it lost to may be another process's, applied but visible here
+  ** only once synced. Run again at once, the transaction would start from the same
+  ** snapshot and see neither it nor, for a table that commit created, the table: two
+  ** processes' CREATE TABLE IF NOT EXISTS, and the loser's next INSERT failed with "no
+  ** such table" (test_mp create_race). So it waits until what it was checked against is
+  ** visible (a sync at most, which it runs itself if nobody else does). */
+  if (c->conflict && l->db->mp) mw_db_wait_assigned_visible(l->db);
   MW_TAIL(mw_tail.refused++);
   return rc;
 }

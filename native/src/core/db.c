@@ -655,15 +655,15 @@ static void take_mp_turn_locked(mw_db *db, mw_lane *l) {
   else mw_mp_turn_give(db);
 }
 
-/* Until every commit the lane's snapshot includes is visible, or the database broke.
-** Those of this process become visible by their committers' syncs (db->cv); a
-** record of another process (mw_mp=1) by a sync that nothing here would signal, so
-** the waiter syncs the log that far itself (a sync covers every record before it). */
-static void wait_snapshot_visible_locked(mw_db *db, mw_lane *l) {
-  while (l->reg > db->visible && !db->broken) {
+/* Until every commit up to `upto` is visible, or the database broke. Those of this
+** process become visible by their committers' syncs (db->cv); a record of another
+** process (mw_mp=1) by a sync that nothing here would signal, so the waiter syncs the
+** log that far itself (a sync covers every record before it). */
+static void wait_visible_locked(mw_db *db, uint64_t upto) {
+  while (upto > db->visible && !db->broken) {
     uint64_t end = 0;
     if (db->mp)
-      for (uint64_t e = db->visible + 1; e <= l->reg; e++)
+      for (uint64_t e = db->visible + 1; e <= upto; e++)
         if (db->ring[e % MW_RING].foreign) end = db->ring[e % MW_RING].end;
     if (end == 0) {
       mw_cond_wait(&db->cv, &db->mu);
@@ -672,8 +672,17 @@ static void wait_snapshot_visible_locked(mw_db *db, mw_lane *l) {
     mw_mutex_unlock(&db->mu);
     mw_mp_sync_to(db, end);
     mw_mutex_lock(&db->mu);
-    if (l->reg > db->visible && !db->broken) mw_cond_timedwait_ms(&db->cv, &db->mu, 1);
+    if (upto > db->visible && !db->broken) mw_cond_timedwait_ms(&db->cv, &db->mu, 1);
   }
+}
+
+/* Every commit the lane's snapshot includes. */
+static void wait_snapshot_visible_locked(mw_db *db, mw_lane *l) { wait_visible_locked(db, l->reg); }
+
+void mw_db_wait_assigned_visible(mw_db *db) {
+  mw_mutex_lock(&db->mu);
+  wait_visible_locked(db, db->assigned);
+  mw_mutex_unlock(&db->mu);
 }
 #ifdef MW_TAIL_TRACE
 _Thread_local mw_tail_trace mw_tail;
