@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "3db03c87c6f1c62101deaeb89341013955b231bc063420f057f443f12dfe7c2d",
-        "size": 1813640
+        "sha256": "8ac258d1da43df6be0df4da5926c9c296892db79ec841d1b1c2e9c19e4595d12",
+        "size": 1813752
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "7c59025be6854054c0e226beabd3943ea16ebdb437bd545b173d9e75b656d133",
-        "size": 254560
+        "sha256": "4a14edaf00a62dd817b05c1cd6844b9400407e8593548eb4491000dcd746f6e6",
+        "size": 254672
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "872b3b1dd900b9d10d5d200416d3e68df8c785a730fc4f33c38177c7ee46acbe",
-        "size": 1756880
+        "sha256": "33b7e7ea3dcf07d29602476bb7d09536607277e7e559b7f23bc5a6ad19ab77fc",
+        "size": 1757008
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "aab9348bf0da609cb1143a3cf143bf8a618c8a36a0f46113c61e35630ae2ca97",
-        "size": 247160
+        "sha256": "5bac89622f3d9d7739d5bb30c98b42f6d01b21a86af59f34a7942c399a0231ae",
+        "size": 247288
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "763014546e3d781a0f42683eeaf4429b124d17146ceb55c925b0375dff83fa51",
-        "size": 1811624
+        "sha256": "3b2422499c2a04f1088a0c75c44e580da23fcaebe3debcad1a12abe7aca7ee52",
+        "size": 1811736
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "cb8f431699488777e530ef6aaecb7ae3f212644a8b0ffa0ee20e3eca06f97aac",
-        "size": 253832
+        "sha256": "3e9a1f9ad3fed7a8d02b9d32d206ab5db5c2ed546ef5130e3b9d11e975dd7dbc",
+        "size": 253944
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "324aba551652e4fa12526096b2c688a490c9779260a6ac98084085d9e0b799d4",
-        "size": 1755160
+        "sha256": "f16445102bc6d0da7cb1ae55ad380a5a7a36a631b6807c6c80efa8309bbab535",
+        "size": 1755288
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "ad14537b67e9481f0c3e0828f460acbdaf09adcc9559b90262f17312b5bf38bf",
-        "size": 246632
+        "sha256": "abfa99f7a5df9813e3d8ad04bfc744d0ab8ae72709af4f3ccc6a9b1801f851ac",
+        "size": 246776
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "5478ba064e87c57aa8c1bf5b3560f177df1d42de83ac063af1bf42f65ec47543",
-        "size": 1768880
+        "sha256": "486875c900ce35b397b6d91d605a1e44b556a868a88dd0e8ba034fa5571b6f35",
+        "size": 1768916
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "31a4155bb10b512f7619f2654cdc8503abeec93396482a4c97b3ce91a1b6c9c2",
-        "size": 255675
+        "sha256": "d0bb33b0763bf689727f6e1fdb620eef3fb08211ace52008d3a042ab327057d5",
+        "size": 255711
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "12c1ae75e195baa553357af9a2c65c4ad0371389496ca799344292f9334357d1",
-        "size": 1848880
+        "sha256": "69c5da99969b2d92e783de915a732e1aabe5fbdbcf3ae080f307a064b57b0b51",
+        "size": 1848928
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "e9738e5f51c9ed1a407cbe704372e3ce3aa8b14902f916f82c21ddf7014f1260",
-        "size": 295112
+        "sha256": "51dd0134210adc562f829282c902761ca65e4ed6ccbfef2c37d79398b9a924d8",
+        "size": 295160
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "fee330d01532f167c1669d945a7dc941ea20e16edda3ab1f2d6ccf135bbf74d5",
-        "size": 1674752
+        "sha256": "047ad03aba9ac779315f788368a39e77c6b49d6b4276f99ddd730c359969035e",
+        "size": 1675264
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "232cf8341366ef101fa33488ba6d865f0ac7d5390e1bb9b74fbbca2b267f9438",
+        "sha256": "972daf1353ed660edb9897f260b59451ba28bfe58cec2efca928110d7eb2abc8",
         "size": 177664
       }
     }
