@@ -27,7 +27,9 @@
 **    open is refused with a message naming mw_mp=1, both ways;
 **  - shells: Debian's sqlite3 with .load of the extension and mw_mp=1, two at once;
 **  - stock: a stock connection (and Debian's sqlite3 if present) beside engine
-**    processes is refused, reading and writing, and nothing it did is in the file.
+**    processes is refused, reading and writing, and nothing it did is in the file;
+**  - create_race: two processes CREATE TABLE IF NOT EXISTS at once; the loser then
+**    inserts into the winner's table (its retry sees the commit it lost to).
 ** MW_MP_CASE=<name> runs one case. */
 #include "test_engine_util.h"
 #include "test_spawn_util.h"
