@@ -463,13 +463,13 @@ export const MUTANTS = [
     why: "a switch takes the spare while the switch before it is half done (its compactor died after the rename): the spare is then the file every process is still on",
   },
   {
-    id: "mp-refused-retries-stale",
+    id: "refused-retries-stale",
     file: "core/commit.c",
-    find: "  if (c->conflict && l->db->mp) mw_db_wait_assigned_visible(l->db);",
+    find: "  if (c->conflict) mw_db_wait_assigned_visible(l->db);",
     replace: "",
-    tests: ["test_mp"],
+    tests: ["test_engine_ddl", "test_mp"],
     env: { MW_MP_CASE: "create_race" },
-    why: "a commit refused for another process's commit returns before that commit is visible here: the retry starts from the same snapshot (the loser of two CREATE TABLE IF NOT EXISTS then finds no such table)",
+    why: "a refused commit returns before the commit it lost to is visible: the retry starts from the same snapshot (the loser of two CREATE TABLE IF NOT EXISTS then finds no such table)",
   },
   {
     id: "log-spare-naming-log-taken",

@@ -544,13 +544,14 @@ static int refuse(commit *c, int rc) {
     mw_db_wait_snapshot_durable(l->db, l);
     MW_TAIL(mw_tail.refuse_ns += mw_now_ns() - t0);
   }
-  /* mw_mp=1: the commit it lost to may be another process's, applied but visible here
-  ** only once synced. Run again at once, the transaction would start from the same
-  ** snapshot and see neither it nor, for a table that commit created, the table: two
-  ** processes' CREATE TABLE IF NOT EXISTS, and the loser's next INSERT failed with "no
-  ** such table" (test_mp create_race). So it waits until what it was checked against is
-  ** visible (a sync at most, which it runs itself if nobody else does). */
-  if (c->conflict && l->db->mp) mw_db_wait_assigned_visible(l->db);
+  /* The commit it lost to may not be visible yet (a commit becomes visible once synced;
+  ** mw_mp=1: another process's, once some process synced it). Run again at once, the
+  ** transaction would start from the same snapshot and see neither it nor, for a table
+  ** that commit created, the table: after two CREATE TABLE IF NOT EXISTS at once, the
+  ** loser's next INSERT failed with "no such table" (test_engine_ddl create_race with
+  ** threads, test_mp create_race with processes). So it waits until what it was checked
+  ** against is visible: a sync at most (mw_mp=1: run by itself if nobody else does). */
+  if (c->conflict) mw_db_wait_assigned_visible(l->db);
   MW_TAIL(mw_tail.refused++);
   return rc;
 }
