@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "8ac258d1da43df6be0df4da5926c9c296892db79ec841d1b1c2e9c19e4595d12",
+        "sha256": "e7588dc1ce3e0ee414fbae05023654a7a4c62e22860e977e623a5448ff11bf1e",
         "size": 1813752
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "4a14edaf00a62dd817b05c1cd6844b9400407e8593548eb4491000dcd746f6e6",
+        "sha256": "e57a6047e83cee525946f2bd738c777b57e88d34cf0c64fc8eb104b2ffda65c4",
         "size": 254672
       }
     },
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "33b7e7ea3dcf07d29602476bb7d09536607277e7e559b7f23bc5a6ad19ab77fc",
-        "size": 1757008
+        "sha256": "d2d642af387d9814f8cb59507b6144acf6f47fa1b629fbf76d6d4bd45419f1c9",
+        "size": 1756992
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "5bac89622f3d9d7739d5bb30c98b42f6d01b21a86af59f34a7942c399a0231ae",
-        "size": 247288
+        "sha256": "64b9ff8c9953000df46e7341d3d9ca894477853fdd2c076ec32783c8f511c4d4",
+        "size": 247272
       }
     },
     "linux-x64-musl": {
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "3b2422499c2a04f1088a0c75c44e580da23fcaebe3debcad1a12abe7aca7ee52",
+        "sha256": "7b8aa2a56c5bc2e03d884597291193f98884e48d084fd18c0975d8a0bc19722b",
         "size": 1811736
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "3e9a1f9ad3fed7a8d02b9d32d206ab5db5c2ed546ef5130e3b9d11e975dd7dbc",
+        "sha256": "087c390e7ae6b5178f0c802d84253b140102f491aff829c374244bcbbf983db0",
         "size": 253944
       }
     },
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f16445102bc6d0da7cb1ae55ad380a5a7a36a631b6807c6c80efa8309bbab535",
-        "size": 1755288
+        "sha256": "e103d5cd18556695bc70d49b9ed0cdc397d9b86800069d5899c7e5833025a76c",
+        "size": 1755272
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "abfa99f7a5df9813e3d8ad04bfc744d0ab8ae72709af4f3ccc6a9b1801f851ac",
-        "size": 246776
+        "sha256": "2eb272f2dbe0ae60da04fcb3f0f4350114e7836948f53d663f0cd25bccc63977",
+        "size": 246760
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "486875c900ce35b397b6d91d605a1e44b556a868a88dd0e8ba034fa5571b6f35",
+        "sha256": "a62cb9b1939d457080a92140562008209306138af0633e4a2fd72000ecbe3796",
         "size": 1768916
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "d0bb33b0763bf689727f6e1fdb620eef3fb08211ace52008d3a042ab327057d5",
+        "sha256": "bfd87840bba1180bd6c23a5bebc8c8b36f197eb5b1c1188a1c5ff0afae1cdf6c",
         "size": 255711
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "69c5da99969b2d92e783de915a732e1aabe5fbdbcf3ae080f307a064b57b0b51",
+        "sha256": "fc8235c0dbfce3d21dde8d84fced40c0d3a8dcc84f0683f04443713c3d96412a",
         "size": 1848928
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "51dd0134210adc562f829282c902761ca65e4ed6ccbfef2c37d79398b9a924d8",
+        "sha256": "9cfe432496d285bf2540ef1a05ffaa7fbd4fc7dbad66a6646de95cc2b494142b",
         "size": 295160
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "047ad03aba9ac779315f788368a39e77c6b49d6b4276f99ddd730c359969035e",
+        "sha256": "cae54d5d0fe5974af0bb4e3f2b42a93bd24ca4872d5a5eee26209a68ee1eab69",
         "size": 1675264
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "972daf1353ed660edb9897f260b59451ba28bfe58cec2efca928110d7eb2abc8",
+        "sha256": "1636d024f7a751f7376c4d82d71d1acee20e0dc3f60d2f507ef78d30e9822fdd",
         "size": 177664
       }
     }
