@@ -80,6 +80,22 @@ export const MUTANTS = [
     why: "a compaction asked for while another was at work runs although that one brought the log under its limit",
   },
   {
+    id: "compact-last-close-switches",
+    file: "durability/compact.c",
+    find: "    int rc = mw_log_emptied(db->log, m);",
+    replace: "    int rc = SQLITE_MISUSE;",
+    tests: ["test_engine_compact_sync"],
+    why: "the last close switches the log to a new file with room zeroed ahead, to delete it at once, instead of emptying it in place",
+  },
+  {
+    id: "log-emptied-drops-unfiled-records",
+    file: "durability/log.c",
+    find: "  int records_ok = drop_records ? log->last_epoch == base : log->last_epoch == log->base && log->nidx == 0;",
+    replace: "  int records_ok = drop_records ? 1 : log->last_epoch == log->base && log->nidx == 0;",
+    tests: ["test_log_compact"],
+    why: "emptying the log drops records past the base the database file holds",
+  },
+  {
     id: "compact-sync-after-cut",
     file: "durability/compact.c",
     find:
@@ -88,18 +104,15 @@ export const MUTANTS = [
       "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
-      "#if MW_USE_LOG\n" +
-      "  rc = shared ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);\n" +
-      "#endif\n",
+      "  return move_log_base(db, m, final);\n",
     replace:
       "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
       "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
-      "#if MW_USE_LOG\n" +
-      "  rc = shared ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);\n" +
-      "#endif\n" +
-      "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n",
+      "  rc = move_log_base(db, m, final);\n" +
+      "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n" +
+      "  return rc;\n",
     tests: ["test_engine_compact_sync"],
     why: "the database file is synced after the log was cut (a power loss between loses commits)",
   },

@@ -66,7 +66,7 @@ for (const step of STEPS) {
     if (m) detail = ` (tests: ${m[1]})`;
   }
   if (code !== 0) {
-    failed = { step, code, secs, detail };
+    failed = { step, code, secs, detail, output };
     console.error(`\n--- FAILED: ${step.name} (exit ${code}, ${secs} s)${detail}`);
     break;
   }
@@ -81,4 +81,13 @@ if (failed) console.log(`  FAIL  ${failed.step.name} (exit ${failed.code})${fail
 const notRun = STEPS.length - done.length - (failed ? 1 : 0);
 console.log(`${notRun ? `${notRun} steps not run; ` : ""}${total} s in all`);
 console.log(`steps: ${done.length} passed, ${failed ? 1 : 0} failed`);
+if (failed) {
+  // CI shows only the end of a long log: the failing step's error lines come again here.
+  const lines = strip(failed.output).split("\n");
+  const errors = lines.filter((l) => /CHECK failed|returned -?\d+, wanted|FAIL|REPORT|ERROR|runtime error|Error:|AssertionError|panic/.test(l));
+  console.log(`\n=== what failed in ${failed.step.name} (its error lines, at most 20, then its last 10 lines)`);
+  for (const l of errors.slice(-20)) console.log(`  ${l.slice(0, 300)}`);
+  console.log("  ...");
+  for (const l of lines.slice(-10)) console.log(`  ${l.slice(0, 300)}`);
+}
 process.exit(failed ? 1 : 0);

@@ -3,7 +3,9 @@
 ** state; a failure before the rename leaves the old log in use (not sticky), a failed
 ** directory sync after it is sticky; the switch runs under concurrent committers
 ** without losing or reordering a record and without failing a wait; one process's
-** switches reuse the file the switch before replaced (check_recycle). */
+** switches reuse the file the switch before replaced (check_recycle); the last close's
+** mw_log_emptied leaves the log a header alone in place, with no room, and refuses
+** while records past its base exist (check_emptied). */
 #include "test_log_util.h"
 
 #include <errno.h>
@@ -35,10 +37,16 @@ static void expect_log(uint64_t want_base, uint64_t want_last) {
 }
 
 static int fail_op; /* read by the hook on the log's grower thread too */
+/* The thread that calls mw_log_compacted: the hooks below count or slow only its own
+** calls (a switch runs on its caller's thread), not the grower's nor a committer's,
+** whose number and pace depend on the disk under the test (tmpfs: its syncs cost nothing). */
+static pthread_t switch_thread;
+static int on_switch_thread(void) { return pthread_equal(pthread_self(), switch_thread); }
+
 static int preallocs; /* counted by count_prealloc */
 static int count_prealloc(int op, mw_fd fd) {
   (void)fd;
-  if (op == MW_OP_PREALLOC) __atomic_add_fetch(&preallocs, 1, __ATOMIC_SEQ_CST);
+  if (op == MW_OP_PREALLOC && on_switch_thread()) __atomic_add_fetch(&preallocs, 1, __ATOMIC_SEQ_CST);
   return 0;
 }
 
@@ -114,7 +122,8 @@ static uint64_t slow_done, done_during_slow; /* commits completed (all / while s
 static int stop_slow;
 static int slow_fault(int op, mw_fd fd) {
   (void)fd;
-  if ((op == MW_OP_SYNC || op == MW_OP_DIRSYNC) && __atomic_load_n(&slow_armed, __ATOMIC_SEQ_CST)) {
+  if ((op == MW_OP_SYNC || op == MW_OP_DIRSYNC) && __atomic_load_n(&slow_armed, __ATOMIC_SEQ_CST) &&
+      on_switch_thread()) {
     uint64_t before = __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST);
     mw_sleep_us(SLOW_US);
     uint64_t after = __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST);
@@ -201,8 +210,41 @@ static void check_recycle(void) {
   expect_log(epoch - 3, epoch - 1);
 }
 
+/* The last close (compact.c) empties the log in place once the database file holds
+** every record: no new file, no room zeroed, no prealloc at all (a short-lived process
+** spent most of its time on a switch to a new file of 12 MiB of room that its close
+** deleted at once); reopened as a crash would leave it, the log replays nothing and
+** starts at that base. Asked for a base below its last record: SQLITE_MISUSE, the log
+** as it was. */
+static void check_emptied(void) {
+  tl_seen seen;
+  mw_log *log = 0;
+  uint64_t base = 0, last = 0;
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  uint64_t epoch = last + 1;
+  for (int i = 0; i < 30; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
+  mw_file_id before = identity(logp);
+  CHECK_RC(mw_log_emptied(log, epoch - 2), SQLITE_MISUSE);
+  CHECK(mw_log_base(log) == base && mw_log_size(log) > MW_LOG_HDR_SIZE);
+  __atomic_store_n(&preallocs, 0, __ATOMIC_SEQ_CST);
+  tl_set_hook(count_prealloc);
+  CHECK_RC(mw_log_emptied(log, epoch - 1), SQLITE_OK);
+  tl_set_hook(0);
+  CHECK(__atomic_load_n(&preallocs, __ATOMIC_SEQ_CST) == 0);
+  mw_file_id after = identity(logp);
+  CHECK(mw_file_id_eq(&before, &after)); /* the same file, no switch */
+  CHECK(tl_file_size(logp) == MW_LOG_HDR_SIZE && mw_log_base(log) == epoch - 1);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
+  expect_log(epoch - 1, epoch - 1);
+  printf("emptied in place: %llu records dropped, the log a header alone\n",
+         (unsigned long long)(epoch - 1 - base));
+}
+
 int main(void) {
   alarm(120); /* a hang (a broken wake-up) fails the test instead of the CI run */
+  switch_thread = pthread_self();
   tl_mkdir(dir, sizeof(dir), "mwlog-compact");
   snprintf(db, sizeof(db), "%s/c.db", dir);
   snprintf(logp, sizeof(logp), "%s-mw", db);
@@ -342,6 +384,7 @@ int main(void) {
   expect_log(sbase, slast);
 
   check_recycle();
+  check_emptied();
   tl_rmdir(dir);
   printf("test_log_compact: ok\n");
   return 0;

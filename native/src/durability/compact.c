@@ -85,7 +85,7 @@ static void gc_due(mw_db *db) {
   gc(db);
 }
 
-static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int shared);
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int final);
 
 static int compact_now(mw_db *db, int final, uint64_t limit);
 
@@ -140,7 +140,7 @@ static int compact_now(mw_db *db, int final, uint64_t limit) {
     gc_due(db);
     return SQLITE_OK;
   }
-  int rc = compact_to(db, since, m, end, db->mp != 0 && !final);
+  int rc = compact_to(db, since, m, end, final);
   mw_mutex_lock(&db->mu);
   db->compacting = 0;
   if (rc == SQLITE_OK) {
@@ -155,10 +155,31 @@ static int compact_now(mw_db *db, int final, uint64_t limit) {
   return rc;
 }
 
+/* The log's base moves to m, after the file took every page up to m: with other
+** processes open (mw_mp=1), mp.c switches the log under the publication lock; at the
+** last close the log becomes a header alone, in place (mw_log_emptied: no new file
+** whose room would be zeroed to be deleted at once; before, a short-lived process
+** spent most of its time on it), or switches when it holds records past m; else
+** the log switches. */
+static int move_log_base(mw_db *db, uint64_t m, int final) {
+#if MW_USE_LOG
+  if (final) {
+    int rc = mw_log_emptied(db->log, m);
+    return rc == SQLITE_MISUSE ? mw_log_compacted(db->log, m) : rc;
+  }
+  return db->mp ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
+#else
+  (void)db;
+  (void)m;
+  (void)final;
+  return SQLITE_OK;
+#endif
+}
+
 /* Writes the newest version <= m of every page changed after `since` into the
-** file, syncs it, and moves the log's base to m (shared: other processes are open,
-** mp.c switches the log under the publication lock). */
-static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int shared) {
+** file, syncs it, and moves the log's base to m (move_log_base; final: the last
+** close). */
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int final) {
 #if MW_USE_LOG
   /* Commits of synchronous=NORMAL/OFF connections are visible once written: the
   ** log must be durable up to T before the file may hold T, or a crash could leave
@@ -168,7 +189,6 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int s
   if (db->mp) mw_mp_durable(db, end); /* a joiner replays up to T at least */
 #else
   (void)end;
-  (void)shared;
 #endif
   mw_page_out *pages = 0;
   int n = 0;
@@ -199,10 +219,7 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int s
   free(pages);
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("compact_before_log");
-#if MW_USE_LOG
-  rc = shared ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
-#endif
-  return rc;
+  return move_log_base(db, m, final);
 }
 
 /* One step of the compactor job (background.c): compacts when asked or when the

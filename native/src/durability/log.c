@@ -1487,18 +1487,22 @@ uint64_t mw_log_shift(mw_log *log) { return read_locked(log, &log->shift); }
 uint64_t mw_log_room_inline(mw_log *log) { return read_locked(log, &log->room_inline); }
 uint64_t mw_log_syncs(mw_log *log) { return read_locked(log, &log->syncs); }
 
-int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
+/* Starts the log again with a fresh header for `base` and no record, once nothing is
+** being written, synced, grown or read; page_size 0 keeps the page size. drop_records:
+** the log may hold records up to base (the database file holds them); else none. */
+static int restart_log(mw_log *log, int page_size, uint64_t base, int drop_records) {
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   while (log->writing || log->syncing || log->growing || log->reading) mw_cond_wait(&log->cv, &log->mu);
   int rc = log->error;
-  if (rc == SQLITE_OK && (log->last_epoch != log->base || log->reserved || log->nres ||
-                          log->staged || log->nidx || base < log->base))
+  /* Records (if any may be dropped) end at base; nothing reserved, staged or assigned. */
+  int records_ok = drop_records ? log->last_epoch == base : log->last_epoch == log->base && log->nidx == 0;
+  if (rc == SQLITE_OK && (!records_ok || log->reserved || log->nres || log->staged || base < log->base))
     rc = SQLITE_MISUSE;
   if (rc == SQLITE_OK) {
     int old_ps = log->page_size;
     uint64_t old_base = log->base;
-    log->page_size = page_size;
+    if (page_size) log->page_size = page_size;
     log->base = base;
     rc = write_fresh(log);
     if (rc != SQLITE_OK) {
@@ -1508,9 +1512,10 @@ int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
       log->base = old_base;
       set_error(log, rc);
     } else {
-      /* The spare holds records of the old page size: not worth keeping. */
+      /* The spare holds records before base (or of the old page size): not worth keeping. */
       if (mw_file_delete(log->spare_path, 0) != SQLITE_OK) log->recycle = 0;
       log->last_epoch = base;
+      log->nidx = 0;
       log->shift = 0;
       log->assigned_end = log->written_end = log->synced_end = log->alloc_end = MW_LOG_HDR_SIZE;
     }
@@ -1519,6 +1524,14 @@ int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
   mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
+}
+
+int mw_log_restart(mw_log *log, int page_size, uint64_t base) {
+  return restart_log(log, page_size, base, 0);
+}
+
+int mw_log_emptied(mw_log *log, uint64_t base) {
+  return restart_log(log, 0, base, 1);
 }
 
 void mw_log_fail(mw_log *log, int rc) {

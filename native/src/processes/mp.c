@@ -658,6 +658,7 @@ static int lead_sync(mw_db *db, uint64_t end) {
   uint64_t covers = __atomic_load_n(&h->committed_end, __ATOMIC_SEQ_CST);
   int same_file = (g & 1) == 0 && g == __atomic_load_n(&m->gen, __ATOMIC_SEQ_CST);
   mw_crash_point("mp_sync_lead"); /* the others pass a dead leader over */
+  mw_pause_point("mp_sync"); /* test_mp: a disk whose sync takes time, wherever it runs */
   int rc = mw_log_sync_now(db->log);
   if (rc == SQLITE_OK) {
     durable_max(m, end); /* its own record: written to its log before */
