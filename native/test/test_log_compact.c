@@ -153,6 +153,13 @@ static mw_file_id identity(const char *path) {
   return id;
 }
 
+/* The log opened, closed with its removal and opened again: a fresh one. */
+static void open_fresh(tl_seen *seen, mw_log **log, uint64_t *base, uint64_t *last) {
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, seen, log, base, last), SQLITE_OK);
+  CHECK_RC(mw_log_close(*log, 1), SQLITE_OK);
+  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, seen, log, base, last), SQLITE_OK);
+}
+
 /* One process's switches reuse the file the switch before replaced (named <db>-mw.spare
 ** in between): no room of it is zeroed again, its old records never replay after a
 ** crash, and a failed rename leaves no spare that names the log in use. */
@@ -162,9 +169,7 @@ static void check_recycle(void) {
   tl_seen seen;
   mw_log *log = 0;
   uint64_t base = 0, last = 0;
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
-  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  open_fresh(&seen, &log, &base, &last);
   uint64_t epoch = last + 1;
   mw_file_id replaced = { 0, 0 };
   for (int round = 0; round < 4; round++) {
@@ -220,9 +225,7 @@ static void check_emptied(void) {
   tl_seen seen;
   mw_log *log = 0;
   uint64_t base = 0, last = 0;
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
-  CHECK_RC(mw_log_close(log, 1), SQLITE_OK);
-  CHECK_RC(tl_open(db, PS, 1, STEP, MAXP, &seen, &log, &base, &last), SQLITE_OK);
+  open_fresh(&seen, &log, &base, &last);
   uint64_t epoch = last + 1;
   for (int i = 0; i < 30; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
   mw_file_id before = identity(logp);
