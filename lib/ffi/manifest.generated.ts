@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "e7588dc1ce3e0ee414fbae05023654a7a4c62e22860e977e623a5448ff11bf1e",
-        "size": 1813752
+        "sha256": "9f7b1f0f7528af4a0e5ceaa24c50ebc36c05407820d00cb54b73dbbb03a2b1e7",
+        "size": 1813944
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "e57a6047e83cee525946f2bd738c777b57e88d34cf0c64fc8eb104b2ffda65c4",
-        "size": 254672
+        "sha256": "fb177824b53a2a1f4f25b738fa38246135672b38a5d5329802953f08e589c824",
+        "size": 254928
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "d2d642af387d9814f8cb59507b6144acf6f47fa1b629fbf76d6d4bd45419f1c9",
-        "size": 1756992
+        "sha256": "0f6cf3479524f42895e233982746df349cffc79d27a4c376754b30a13db394e1",
+        "size": 1757168
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "64b9ff8c9953000df46e7341d3d9ca894477853fdd2c076ec32783c8f511c4d4",
-        "size": 247272
+        "sha256": "f809ce3c04435a4ac7fffc1a0e323b6eb0dfee75531eb93536a393fd0f7cb157",
+        "size": 247448
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "7b8aa2a56c5bc2e03d884597291193f98884e48d084fd18c0975d8a0bc19722b",
-        "size": 1811736
+        "sha256": "a500c2cd8d883ac441ab69e779b11e0477c787e732220d0b032bd543907c0b41",
+        "size": 1811928
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "087c390e7ae6b5178f0c802d84253b140102f491aff829c374244bcbbf983db0",
-        "size": 253944
+        "sha256": "cb7cec3c1c10945b538f8bf50c15c32247761068b318838364f7f4bf4e0bf2cc",
+        "size": 254200
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "e103d5cd18556695bc70d49b9ed0cdc397d9b86800069d5899c7e5833025a76c",
-        "size": 1755272
+        "sha256": "ef166966f426237c737041a5bca75f6514431e66df54435e397ab34a8e53d3d5",
+        "size": 1755432
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "2eb272f2dbe0ae60da04fcb3f0f4350114e7836948f53d663f0cd25bccc63977",
-        "size": 246760
+        "sha256": "319575ed4129285288096b735eddd85703d3206393bce572c7b65447b889156b",
+        "size": 246920
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "a62cb9b1939d457080a92140562008209306138af0633e4a2fd72000ecbe3796",
-        "size": 1768916
+        "sha256": "6740dc9009b7911b2d256d755eec30d157188ea7c9e16ff6fc32c406d1d42b0a",
+        "size": 1768977
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "bfd87840bba1180bd6c23a5bebc8c8b36f197eb5b1c1188a1c5ff0afae1cdf6c",
-        "size": 255711
+        "sha256": "05b60ce57f8403f46b0cafd9bf5d146c359c6a48c1de9bc07809ec6742f3c88d",
+        "size": 255772
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "fc8235c0dbfce3d21dde8d84fced40c0d3a8dcc84f0683f04443713c3d96412a",
-        "size": 1848928
+        "sha256": "d266664789e8de7425c910101e1d7d0dc723becaa8bdb0e7b83cafcd562d9d01",
+        "size": 1848976
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "9cfe432496d285bf2540ef1a05ffaa7fbd4fc7dbad66a6646de95cc2b494142b",
-        "size": 295160
+        "sha256": "35616a6e3b90700788a87eae710688509c9b434c84a64609b411b6cb62107e55",
+        "size": 295208
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "cae54d5d0fe5974af0bb4e3f2b42a93bd24ca4872d5a5eee26209a68ee1eab69",
+        "sha256": "81d9c393076aaab4628f480402d6d20ab08840b5519b66c12a427311496c8b95",
         "size": 1675264
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "1636d024f7a751f7376c4d82d71d1acee20e0dc3f60d2f507ef78d30e9822fdd",
+        "sha256": "0ccc0f981625a18b8ba809415222cacebbe3e4db6de58d035d1e1a8bb090ca47",
         "size": 177664
       }
     }
