@@ -88,6 +88,14 @@ export const MUTANTS = [
     why: "the last close switches the log to a new file with room zeroed ahead, to delete it at once, instead of emptying it in place",
   },
   {
+    id: "log-close-waits-for-room",
+    file: "durability/log.c",
+    find: "    if (stoppable && __atomic_load_n(&log->stop_growth, __ATOMIC_ACQUIRE)) return GROWTH_STOPPED;\n",
+    replace: "",
+    tests: ["test_log_group"],
+    why: "a close waits for the grower to zero and sync two steps of room that nothing will use",
+  },
+  {
     id: "log-emptied-drops-unfiled-records",
     file: "durability/log.c",
     find: "  int records_ok = drop_records ? log->last_epoch == base : log->last_epoch == log->base && log->nidx == 0;",
@@ -104,13 +112,13 @@ export const MUTANTS = [
       "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
-      "  return move_log_base(db, m, final);\n",
+      "  return move_log_base(db, m, how);\n",
     replace:
       "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
       "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
-      "  rc = move_log_base(db, m, final);\n" +
+      "  rc = move_log_base(db, m, how);\n" +
       "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n" +
       "  return rc;\n",
     tests: ["test_engine_compact_sync"],
@@ -120,10 +128,10 @@ export const MUTANTS = [
     id: "compact-ignores-snapshots",
     file: "durability/compact.c",
     find:
-      "  if (!final)\n" +
+      "  if (how == MW_COMPACT_TICK)\n" +
       "    for (mw_lane *l = db->lanes; l; l = l->next_in_db)\n" +
       "      if (l->reg && l->reg < m) m = l->reg;\n",
-    replace: "  (void)final;\n",
+    replace: "",
     tests: ["test_engine_compact_snapshot", "test_engine_recover"],
     why: "compaction writes versions newer than an open snapshot into the database file",
   },

@@ -311,8 +311,12 @@ int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt);
 /* compact.c */
 int mw_compactor_start(mw_db *db);
 void mw_compactor_stop(mw_db *db);
-/* Compacts up to min(visible, oldest snapshot). Caller must not hold db->mu. */
-int mw_compact_now(mw_db *db, int final);
+/* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK, or up to visible
+** whatever the snapshots (MW_COMPACT_ALL: a reformat, the log goes on; MW_COMPACT_LAST:
+** the last close, the log is emptied in place and removed next). Caller must not hold
+** db->mu. */
+enum { MW_COMPACT_TICK = 0, MW_COMPACT_ALL = 1, MW_COMPACT_LAST = 2 };
+int mw_compact_now(mw_db *db, int how);
 void mw_compact_kick(mw_db *db);
 /* After a commit became visible (under db->mu): sets *pWake when the compactor is
 ** idle and now has work; the caller then calls mw_compact_wake without db->mu. */

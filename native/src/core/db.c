@@ -411,7 +411,7 @@ int mw_db_release(mw_db *db) {
   /* Last close: everything into the file, then the mark goes (the file alone is
   ** the database again), then the log. A crash between the two leaves a log whose
   ** base is its last epoch: its replay changes nothing. */
-  if (rc == SQLITE_OK && alone) rc = db->broken ? db->broken : mw_compact_now(db, 1);
+  if (rc == SQLITE_OK && alone) rc = db->broken ? db->broken : mw_compact_now(db, MW_COMPACT_LAST);
   int clean = alone && rc == SQLITE_OK && db->compacted == db->visible;
   if (clean && !mw_guard_readonly(db->data)) {
     rc = mw_guard_set_mark(db->data, 0);
@@ -494,7 +494,7 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   mw_mutex_unlock(&db->mu);
   int rc = SQLITE_OK, go = 0;
   uint64_t epoch = 0;
-  if (idle) rc = mw_compact_now(db, 1);
+  if (idle) rc = mw_compact_now(db, MW_COMPACT_ALL);
   if (idle && rc == SQLITE_OK) rc = mw_db_read_file(db, 1, p1, 0, 108);
   if (idle && rc == SQLITE_OK && pristine(p1, db->visible_size)) {
     int cur = mw_get32(p1 + 52) ? (mw_get32(p1 + 64) ? 2 : 1) : 0;

@@ -7,7 +7,7 @@
 **   page 1's size field at T; sync; the log's base becomes T (mw_log_compacted);
 **   then garbage collection drops what the file now holds.
 ** Triggers: the log passing mw_log_max_mb (mw_compact_kick from commit.c), a
-** timer, the last close (mw_compact_now(db, 1) from db.c). The compactor is a job
+** timer, the last close (mw_compact_now(db, MW_COMPACT_LAST) from db.c). The compactor is a job
 ** of the shared background workers (background.c), not a thread of its own: it
 ** ticks while the database has work or old versions, and sleeps (no wake-up at
 ** all) once the file holds everything, until the end of the next transaction that
@@ -85,12 +85,12 @@ static void gc_due(mw_db *db) {
   gc(db);
 }
 
-static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int final);
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int how);
 
-static int compact_now(mw_db *db, int final, uint64_t limit);
+static int compact_now(mw_db *db, int how, uint64_t limit);
 
-int mw_compact_now(mw_db *db, int final) {
-  if (!db->mp || final) return compact_now(db, final, UINT64_MAX);
+int mw_compact_now(mw_db *db, int how) {
+  if (!db->mp || how != MW_COMPACT_TICK) return compact_now(db, how, UINT64_MAX);
   /* mw_mp=1, other processes open or not (the last close is settled by db.c): one
   ** compactor at a time, up to the lowest floor of the others (mp.c); busy: the next
   ** tick tries again. */
@@ -104,17 +104,17 @@ int mw_compact_now(mw_db *db, int final) {
     return SQLITE_OK;
   }
   if (rc != SQLITE_OK) return rc;
-  rc = compact_now(db, 0, limit);
+  rc = compact_now(db, MW_COMPACT_TICK, limit);
   mw_mp_compact_end(db);
   return rc;
 }
 
-static int compact_now(mw_db *db, int final, uint64_t limit) {
+static int compact_now(mw_db *db, int how, uint64_t limit) {
   mw_mutex_lock(&db->mu);
   int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (limit < m) m = limit;
-  if (!final)
+  if (how == MW_COMPACT_TICK)
     for (mw_lane *l = db->lanes; l; l = l->next_in_db)
       if (l->reg && l->reg < m) m = l->reg;
   uint64_t since = db->compacted;
@@ -140,7 +140,7 @@ static int compact_now(mw_db *db, int final, uint64_t limit) {
     gc_due(db);
     return SQLITE_OK;
   }
-  int rc = compact_to(db, since, m, end, final);
+  int rc = compact_to(db, since, m, end, how);
   mw_mutex_lock(&db->mu);
   db->compacting = 0;
   if (rc == SQLITE_OK) {
@@ -156,30 +156,29 @@ static int compact_now(mw_db *db, int final, uint64_t limit) {
 }
 
 /* The log's base moves to m, after the file took every page up to m: with other
-** processes open (mw_mp=1), mp.c switches the log under the publication lock; at the
-** last close the log becomes a header alone, in place (mw_log_emptied: no new file
-** whose room would be zeroed to be deleted at once; before, a short-lived process
-** spent most of its time on it), or switches when it holds records past m; else
-** the log switches. */
-static int move_log_base(mw_db *db, uint64_t m, int final) {
+** processes open (mw_mp=1, a tick), mp.c switches the log under the publication lock;
+** at the last close the log becomes a header alone, in place (mw_log_emptied: no new
+** file whose room would be zeroed to be deleted at once; before, a short-lived process
+** spent most of its time on it), or switches when it holds records past m; else the
+** log switches (a reformat's compaction too: its log goes on). */
+static int move_log_base(mw_db *db, uint64_t m, int how) {
 #if MW_USE_LOG
-  if (final) {
+  if (how == MW_COMPACT_LAST) {
     int rc = mw_log_emptied(db->log, m);
     return rc == SQLITE_MISUSE ? mw_log_compacted(db->log, m) : rc;
   }
-  return db->mp ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
+  return db->mp && how == MW_COMPACT_TICK ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
 #else
   (void)db;
   (void)m;
-  (void)final;
+  (void)how;
   return SQLITE_OK;
 #endif
 }
 
 /* Writes the newest version <= m of every page changed after `since` into the
-** file, syncs it, and moves the log's base to m (move_log_base; final: the last
-** close). */
-static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int final) {
+** file, syncs it, and moves the log's base to m (move_log_base). */
+static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int how) {
 #if MW_USE_LOG
   /* Commits of synchronous=NORMAL/OFF connections are visible once written: the
   ** log must be durable up to T before the file may hold T, or a crash could leave
@@ -219,7 +218,7 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int f
   free(pages);
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("compact_before_log");
-  return move_log_base(db, m, final);
+  return move_log_base(db, m, how);
 }
 
 /* One step of the compactor job (background.c): compacts when asked or when the
@@ -267,7 +266,7 @@ static uint64_t compactor_step(void *arg) {
   if (run) {
     db->compact_last = now;
     /* A failed compaction leaves the log as it was: retried at the next trigger. */
-    (void)mw_compact_now(db, 0);
+    (void)mw_compact_now(db, MW_COMPACT_TICK);
   } else {
     gc_due(db); /* the log grows ahead of need on its own job */
   }

@@ -136,6 +136,8 @@ struct mw_log {
   ** itself only when the room is really used up). */
   mw_bg_job grower;
   int grower_running;    /* the job is added */
+  int stop_growth;       /* (atomic) the log is being closed: a growth in progress stops
+                         ** after its current chunk of zeros, unsynced, its room not taken */
   uint64_t room_inline;  /* growths made on a commit's path (mw_log_room_inline) */
   uint64_t syncs;        /* data syncs (sync_locked), for mw_log_syncs */
 };
@@ -260,13 +262,19 @@ static int ensure_idx(mw_log *log, size_t extra) {
 ** found a whole step of dirty zeros would write all of it (a 2 ms stall every step,
 ** the p99.9 of one writer); now it finds at most one chunk. */
 #define GROW_IOV 4             /* a chunk: GROW_IOV * 64 KiB */
-static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target) {
+/* Returned by grow_file and grow_locked when stop_growth cut the growth short. */
+#define GROWTH_STOPPED SQLITE_INTERRUPT
+static int grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target, int stoppable) {
   static const unsigned char zeros[65536];
   int rc = mw_file_preallocate(fd, target, 0);
   if (rc != SQLITE_OK || log->sync_mode == 0) return rc;
   mw_iovec iov[GROW_IOV];
   for (int i = 0; i < GROW_IOV; i++) { iov[i].base = zeros; iov[i].len = sizeof(zeros); }
   while (rc == SQLITE_OK && from < target) {
+    /* A close does not wait for room it will never use (the grower's two steps of zeros
+    ** and their sync, most of a short-lived process's close). Only this process's own
+    ** room (grow_locked): a switch's new file and a shared claim always finish. */
+    if (stoppable && __atomic_load_n(&log->stop_growth, __ATOMIC_ACQUIRE)) return GROWTH_STOPPED;
     uint64_t n = target - from;
     int cnt = 0;
     while (cnt < GROW_IOV && n > 0) {
@@ -750,10 +758,10 @@ static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
   mw_fd fd = log->fd;
   log->growing = 1;
   mw_mutex_unlock(&log->mu);
-  int rc = grow_file(log, fd, from, target);
+  int rc = grow_file(log, fd, from, target, 1);
   if (rc == SQLITE_FULL && exact_ok && target > need_phys) {
     target = need_phys;
-    rc = grow_file(log, fd, from, target);
+    rc = grow_file(log, fd, from, target, 1);
   }
   int sync_rc = SQLITE_OK;
   if (rc == SQLITE_OK && log->sync_mode != 0) sync_rc = mw_file_datasync(fd, log->full_fsync, 0);
@@ -1119,7 +1127,7 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
     rc = log->error;
     mw_mutex_unlock(&log->mu);
   }
-  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
+  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys, 0);
   if (rc == SQLITE_OK) {
     mw_mutex_lock(&log->mu);
     log->mfd = tfd;
@@ -1247,7 +1255,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   /* A reused file's bytes are room already written: zeros only past them. */
   if (room > alloc1) alloc1 = room;
   uint64_t zero_from = w1 - new_shift > room ? w1 - new_shift : room;
-  if (rc == SQLITE_OK && zero_from < alloc1) rc = grow_file(log, tfd, zero_from, alloc1);
+  if (rc == SQLITE_OK && zero_from < alloc1) rc = grow_file(log, tfd, zero_from, alloc1, 0);
   if (rc == SQLITE_OK) rc = mw_file_datasync(tfd, 0, 0);
 
   if (!hook && !log->shared) return switch_mirrored(log, base, keep, new_shift, alloc1, w1, tfd, buf, rc);
@@ -1269,7 +1277,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK) rc = log->error;
   mw_mutex_unlock(&log->mu);
 
-  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys);
+  if (rc == SQLITE_OK && alloc_phys > alloc1) rc = grow_file(log, tfd, alloc1, alloc_phys, 0);
   if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, w1 - new_shift, w1, w2, buf);
   free(buf);
   if (rc == SQLITE_OK) rc = sync_new_file(log, tfd);
@@ -1379,7 +1387,7 @@ int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf) {
 static int zero_room_release(mw_log *log, mw_fd fd, uint64_t from, uint64_t to) {
   log->growing = 1;
   mw_mutex_unlock(&log->mu);
-  int rc = grow_file(log, fd, from, to);
+  int rc = grow_file(log, fd, from, to, 0);
   if (rc == SQLITE_OK) rc = mw_file_datasync(fd, log->full_fsync, 0);
   mw_mutex_lock(&log->mu);
   log->growing = 0;
@@ -1487,18 +1495,28 @@ uint64_t mw_log_shift(mw_log *log) { return read_locked(log, &log->shift); }
 uint64_t mw_log_room_inline(mw_log *log) { return read_locked(log, &log->room_inline); }
 uint64_t mw_log_syncs(mw_log *log) { return read_locked(log, &log->syncs); }
 
+/* Whether the log may start again at `base`: its records (if any may be dropped) end
+** at base, nothing is reserved or staged. With mu held. */
+static int restart_allowed(const mw_log *log, uint64_t base, int drop_records) {
+  int records_ok = drop_records ? log->last_epoch == base : log->last_epoch == log->base && log->nidx == 0;
+  return records_ok && !log->reserved && !log->nres && !log->staged && base >= log->base;
+}
+
 /* Starts the log again with a fresh header for `base` and no record, once nothing is
 ** being written, synced, grown or read; page_size 0 keeps the page size. drop_records:
 ** the log may hold records up to base (the database file holds them); else none. */
 static int restart_log(mw_log *log, int page_size, uint64_t base, int drop_records) {
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
+  /* The last close's emptying: no commit follows, a growth in progress stops. */
+  int stop = drop_records && restart_allowed(log, base, 1);
+  if (stop) __atomic_store_n(&log->stop_growth, 1, __ATOMIC_RELEASE);
   while (log->writing || log->syncing || log->growing || log->reading) mw_cond_wait(&log->cv, &log->mu);
   int rc = log->error;
-  /* Records (if any may be dropped) end at base; nothing reserved, staged or assigned. */
-  int records_ok = drop_records ? log->last_epoch == base : log->last_epoch == log->base && log->nidx == 0;
-  if (rc == SQLITE_OK && (!records_ok || log->reserved || log->nres || log->staged || base < log->base))
+  if (rc == SQLITE_OK && !restart_allowed(log, base, drop_records)) {
     rc = SQLITE_MISUSE;
+    if (stop) __atomic_store_n(&log->stop_growth, 0, __ATOMIC_RELEASE);
+  }
   if (rc == SQLITE_OK) {
     int old_ps = log->page_size;
     uint64_t old_base = log->base;
@@ -1549,6 +1567,7 @@ uint64_t mw_log_size(mw_log *log) {
 
 int mw_log_close(mw_log *log, int remove) {
   if (!log) return SQLITE_OK;
+  __atomic_store_n(&log->stop_growth, 1, __ATOMIC_RELEASE); /* no commit follows */
   if (log->grower_running) {
     mw_bg_remove(&log->grower); /* waits for a step in progress; none after */
     log->grower_running = 0;

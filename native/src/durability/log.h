@@ -214,10 +214,11 @@ int mw_log_restart(mw_log *log, int page_size, uint64_t base);
 /* The last close's compaction (compact.c), instead of mw_log_compacted: every record,
 ** up to `base`, the last assigned epoch, is in the synced database file; the log
 ** becomes a fresh header for `base` with no record, in place (no new file, no room:
-** the close removes the log next). A crash during it leaves a log that replays
-** nothing: an empty file, a header alone, or the whole old log, whose replay ends at
-** `base`, the state the file holds. SQLITE_MISUSE (the log unchanged) when records
-** past base exist or anything is reserved or staged. */
+** the close removes the log next); a growth of room in progress stops. A crash during
+** it leaves a log whose replay changes nothing: an empty file, a header alone, or the
+** whole old log, whose replay ends at `base`, the state the file already holds.
+** SQLITE_MISUSE (the log unchanged) when records past base exist or anything is
+** reserved or staged. */
 int mw_log_emptied(mw_log *log, uint64_t base);
 
 /* Current size of the log in bytes (what MW_STAT_LOG_BYTES reports). */
