@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "9f7b1f0f7528af4a0e5ceaa24c50ebc36c05407820d00cb54b73dbbb03a2b1e7",
-        "size": 1813944
+        "sha256": "be472f6e4c2b0f67e17a5928eb63294f7abb3fcdbf12431b6a854c4673f85337",
+        "size": 1814088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "fb177824b53a2a1f4f25b738fa38246135672b38a5d5329802953f08e589c824",
-        "size": 254928
+        "sha256": "e36dacef7d24fec2e9d957ea0e4b29e40cafbbe1c0812a7734b58790c355542b",
+        "size": 255072
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "0f6cf3479524f42895e233982746df349cffc79d27a4c376754b30a13db394e1",
-        "size": 1757168
+        "sha256": "e75a78fad31805eb0ce7027b71ea3415778ee27a33d5c9ea32db56baea2b5e78",
+        "size": 1757376
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "f809ce3c04435a4ac7fffc1a0e323b6eb0dfee75531eb93536a393fd0f7cb157",
-        "size": 247448
+        "sha256": "1b133630e237244f1e710a2aa192b8783a46dae9401ef0c64b62084a40f25030",
+        "size": 247656
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "a500c2cd8d883ac441ab69e779b11e0477c787e732220d0b032bd543907c0b41",
-        "size": 1811928
+        "sha256": "5d56414a329f0154ef37d699c7157aca3b926958f406360308e2f9e93fe2677d",
+        "size": 1812072
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "cb7cec3c1c10945b538f8bf50c15c32247761068b318838364f7f4bf4e0bf2cc",
-        "size": 254200
+        "sha256": "e6eb3c320a4df96385ff0859f97e75987e94a9ac51123843961277eb4a78dfb3",
+        "size": 254344
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ef166966f426237c737041a5bca75f6514431e66df54435e397ab34a8e53d3d5",
-        "size": 1755432
+        "sha256": "1864144dd17300a25710beb02690730c38d6d504c888b18ff2861995847327bc",
+        "size": 1755656
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "319575ed4129285288096b735eddd85703d3206393bce572c7b65447b889156b",
-        "size": 246920
+        "sha256": "ae8547b181f05084d7674d925b8e771f911a3c51b3ba8f60db64fb39459f2055",
+        "size": 247144
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "6740dc9009b7911b2d256d755eec30d157188ea7c9e16ff6fc32c406d1d42b0a",
+        "sha256": "b3aff7f9dabf07f6ced597c825532b708cc6b0564925db999b3a9f71be51d256",
         "size": 1768977
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "05b60ce57f8403f46b0cafd9bf5d146c359c6a48c1de9bc07809ec6742f3c88d",
+        "sha256": "bc175f2ce6c6b23360a38420e8f1cb67890fb98c064d50968055e3a11e427fb4",
         "size": 255772
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "d266664789e8de7425c910101e1d7d0dc723becaa8bdb0e7b83cafcd562d9d01",
+        "sha256": "23f0f10fdf06144566cbff82ac39f1bdd204a4798e592fff2a81b22a73ea9e42",
         "size": 1848976
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "35616a6e3b90700788a87eae710688509c9b434c84a64609b411b6cb62107e55",
+        "sha256": "cf785cbeae50fcbcb171001fe11a19c325d8386671465389c6d76070cbe6dcf2",
         "size": 295208
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "81d9c393076aaab4628f480402d6d20ab08840b5519b66c12a427311496c8b95",
-        "size": 1675264
+        "sha256": "980a18d11ecc3cac0f8b4f865e2de9c214a2f48cc948c0e184f8f941ed6d8c9c",
+        "size": 1675776
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "0ccc0f981625a18b8ba809415222cacebbe3e4db6de58d035d1e1a8bb090ca47",
+        "sha256": "73389ce16ba31885599956f19c722eae2729a932f7cd8636bcf0d68821cbd5a4",
         "size": 177664
       }
     }
