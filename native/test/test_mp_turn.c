@@ -37,7 +37,24 @@ typedef struct result {
   long long commits, refusals, turns, early, slowest_us;
 } result;
 
-/* argv: writer <path> <id> <n>. Increments row 1 n times (each acknowledged commit
+static int file_exists(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  return access(f, F_OK) == 0;
+}
+
+static void make_file(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  int fd = open(f, O_WRONLY | O_CREAT, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+}
+
+/* argv: writer <path> <id> <n>. Once open, says so (<path>.ready<id>) and waits for
+** <path>.go, so that the writers start together: under emulation a process takes long
+** to start, and the first one finished alone (CI: the writer of `dead` that was to die
+** at its 5th turn never needed one). Increments row 1 n times (each acknowledged commit
 ** appended to <path>.ack<id>), then leaves its figures in <path>.res<id>. */
 static int writer_main(char **argv) {
   const char *path = argv[2];
@@ -45,6 +62,13 @@ static int writer_main(char **argv) {
   long n = atol(argv[4]);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   sqlite3 *db = tu_open(path, "mw_mp=1");
+  char ready[32];
+  snprintf(ready, sizeof ready, ".ready%d", id);
+  make_file(path, ready);
+  for (uint64_t t0 = now_ns(); !file_exists(path, ".go");) {
+    CHECK(now_ns() - t0 < 120000000000ull);
+    usleep(1000);
+  }
   char f[400];
   snprintf(f, sizeof f, "%s.ack%d", path, id);
   int fd = open(f, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -90,6 +114,21 @@ static pid_t spawn_writer(const char *path, int id, long n, const char *env_name
   snprintf(ns, sizeof ns, "%ld", n);
   char *args[] = { "writer", (char *)path, ids, ns, 0 };
   return tu_spawn(self_exe, env_name, env_value, args);
+}
+
+/* Waits (120 s at most) until the w writers are open, then lets them go. */
+static void start_together(const char *path, const pid_t *pids, int w) {
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < w; i++) {
+    char ready[32];
+    snprintf(ready, sizeof ready, ".ready%d", i);
+    while (!file_exists(path, ready)) {
+      CHECK(now_ns() - t0 < 120000000000ull);
+      CHECK(waitpid(pids[i], 0, WNOHANG) == 0);
+      usleep(1000);
+    }
+  }
+  make_file(path, ".go");
 }
 
 static long acks(const char *path, int id) {
@@ -143,6 +182,7 @@ static void hot(const char *dir) {
   ** sync costs nothing (tmpfs) a commit is hardly ever refused (0.6 per 100), no
   ** process needs the turn and no snapshot meets a record before its sync. */
   for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, "MW_PAUSE_AT", "mp_sync:3");
+  start_together(path, pids, W);
   for (int i = 0; i < W; i++) CHECK(tu_wait_status(pids[i]) == 0);
   long long commits = 0, refusals = 0, early = 0;
   for (int i = 0; i < W; i++) {
@@ -171,6 +211,7 @@ static void dead(const char *dir) {
   enum { W = 3 };
   pid_t pids[W];
   for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, "MW_CRASH_AT", i == 0 ? "mp_turn_taken:5" : 0);
+  start_together(path, pids, W);
   CHECK(tu_wait_status(pids[0]) != 0); /* aborted holding the turn */
   long long slowest = 0;
   for (int i = 1; i < W; i++) {

@@ -745,8 +745,8 @@ uint64_t mw_log_record_size(const mw_log *log, int npages) {
   return rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
 }
 
-/* Grows the file so that the logical offset `need` fits: by whole steps, so that most
-** syncs have no size change to write; when the disk cannot give a whole step and
+/* Grows the file so that the logical offset `need` fits: by whole steps (an empty log's
+** first room by a quarter), so that most syncs have no size change to write; when the disk cannot give a whole step and
 ** exact_ok is set, just up to need. Called with mu held and no growth in progress;
 ** drops mu meanwhile (reservations that fit the current room go on). A failed sync of
 ** the new room is sticky: it may have dropped records written but not yet synced;
@@ -754,7 +754,11 @@ uint64_t mw_log_record_size(const mw_log *log, int npages) {
 static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
   uint64_t need_phys = need - log->shift;
   uint64_t from = log->alloc_end - log->shift; /* no record is written past it */
-  uint64_t target = round_up(need_phys, log->step);
+  /* The first room of an empty log is a quarter step: a process that opens, commits
+  ** once and closes zeroes 1 MiB, not 4, on its commit's path; the grower, woken by
+  ** that commit, adds the lead behind it (and stops when the log closes). */
+  uint64_t unit = from <= MW_LOG_HDR_SIZE ? log->step / 4 : log->step;
+  uint64_t target = round_up(need_phys, unit);
   mw_fd fd = log->fd;
   log->growing = 1;
   mw_mutex_unlock(&log->mu);
