@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "be472f6e4c2b0f67e17a5928eb63294f7abb3fcdbf12431b6a854c4673f85337",
-        "size": 1814088
+        "sha256": "a8a421a42d6d27dafd5f624b6a91be42a1f4a76e37232093c24c97b833b0e729",
+        "size": 1814104
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "e36dacef7d24fec2e9d957ea0e4b29e40cafbbe1c0812a7734b58790c355542b",
-        "size": 255072
+        "sha256": "78ba65734bdb0cc9af511b59db77a9bddc704bd3abfc40f5f71c5271ea22ca8a",
+        "size": 255088
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "e75a78fad31805eb0ce7027b71ea3415778ee27a33d5c9ea32db56baea2b5e78",
-        "size": 1757376
+        "sha256": "bf56d95ceb05fe916fa935e2125952b11594db24645e632f8ef4a16113be64b4",
+        "size": 1757392
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "1b133630e237244f1e710a2aa192b8783a46dae9401ef0c64b62084a40f25030",
-        "size": 247656
+        "sha256": "42014c1919aac061cefca9d0c354623d0a6131cd147063c4315efb52b76510c7",
+        "size": 247672
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "5d56414a329f0154ef37d699c7157aca3b926958f406360308e2f9e93fe2677d",
-        "size": 1812072
+        "sha256": "24bee610425904e26b12ce2343875e995826c1a2c7f97e2c25435da8ec111c95",
+        "size": 1812088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "e6eb3c320a4df96385ff0859f97e75987e94a9ac51123843961277eb4a78dfb3",
-        "size": 254344
+        "sha256": "6645f0499c28e627cdf69c6a5187f9c092337c63cabd736021e7896682aa5edd",
+        "size": 254360
       }
     },
     "linux-arm64-musl": {
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "1864144dd17300a25710beb02690730c38d6d504c888b18ff2861995847327bc",
-        "size": 1755656
+        "sha256": "9dda6f1890cd48bfa7a27b7c8a26412030b83fe179446cb71e1b93dde2698e27",
+        "size": 1755672
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "ae8547b181f05084d7674d925b8e771f911a3c51b3ba8f60db64fb39459f2055",
+        "sha256": "33f8d595281864e2cd6f1edb4f687db602eb7b0109fbd5f04a8d44c0585d7b3b",
         "size": 247144
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "b3aff7f9dabf07f6ced597c825532b708cc6b0564925db999b3a9f71be51d256",
+        "sha256": "cdf42fd2d132f8b967066e74f9f210ac620cac981b60c8b316d7aad7a6382a89",
         "size": 1768977
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "bc175f2ce6c6b23360a38420e8f1cb67890fb98c064d50968055e3a11e427fb4",
+        "sha256": "be423bbac602ff259674a760847ee79cbf32b1aea46748b1d6480450cba4d00f",
         "size": 255772
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "23f0f10fdf06144566cbff82ac39f1bdd204a4798e592fff2a81b22a73ea9e42",
+        "sha256": "57f9d07ee50cf2a55a7c29e83b1dd1a50f02fbab8638addb82c7bb9f01c15e78",
         "size": 1848976
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "cf785cbeae50fcbcb171001fe11a19c325d8386671465389c6d76070cbe6dcf2",
+        "sha256": "faa6301f1af144c69ec32d130a0d73e2666a2df6777a8d4e1c20827889b84f44",
         "size": 295208
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "980a18d11ecc3cac0f8b4f865e2de9c214a2f48cc948c0e184f8f941ed6d8c9c",
+        "sha256": "41c89cc200068151e6bfa754952924b95195cd0ed80a06ae47c0a1f6edff4ada",
         "size": 1675776
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "73389ce16ba31885599956f19c722eae2729a932f7cd8636bcf0d68821cbd5a4",
+        "sha256": "3cde9636a8026e1c44116d0efbf786fbdfda2bb5a652b6edd788adc653529ad0",
         "size": 177664
       }
     }
