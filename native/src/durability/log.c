@@ -746,11 +746,11 @@ uint64_t mw_log_record_size(const mw_log *log, int npages) {
 }
 
 /* Grows the file so that the logical offset `need` fits: by whole steps (an empty log's
-** first room by a quarter), so that most syncs have no size change to write; when the disk cannot give a whole step and
-** exact_ok is set, just up to need. Called with mu held and no growth in progress;
-** drops mu meanwhile (reservations that fit the current room go on). A failed sync of
-** the new room is sticky: it may have dropped records written but not yet synced;
-** anything else (SQLITE_FULL first) is only returned. */
+** first room by a quarter), so that most syncs have no size change to write; when the
+** disk cannot give a whole step and exact_ok is set, just up to need. With mu held and
+** no growth in progress; drops mu meanwhile (reservations that fit the room go on). A
+** failed sync of the new room is sticky: it may have dropped records written but not
+** yet synced; anything else (SQLITE_FULL first) is only returned. */
 static int grow_locked(mw_log *log, uint64_t need, int exact_ok) {
   uint64_t need_phys = need - log->shift;
   uint64_t from = log->alloc_end - log->shift; /* no record is written past it */
@@ -1502,7 +1502,8 @@ uint64_t mw_log_syncs(mw_log *log) { return read_locked(log, &log->syncs); }
 /* Whether the log may start again at `base`: its records (if any may be dropped) end
 ** at base, nothing is reserved or staged. With mu held. */
 static int restart_allowed(const mw_log *log, uint64_t base, int drop_records) {
-  int records_ok = drop_records ? log->last_epoch == base : log->last_epoch == log->base && log->nidx == 0;
+  int records_ok = drop_records ? log->last_epoch == base
+                                : log->last_epoch == log->base && log->nidx == 0;
   return records_ok && !log->reserved && !log->nres && !log->staged && base >= log->base;
 }
 
