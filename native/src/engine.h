@@ -445,6 +445,7 @@ struct mw_lane {
   sqlite3_file *real;          /* the main file through the root VFS */
   int readcheck;
   int sync_level;              /* observed PRAGMA synchronous (0..3) */
+  int lock_level;              /* the main file's level SQLite holds (pretended, lane.c) */
 
   /* private WAL */
   unsigned char *wal;

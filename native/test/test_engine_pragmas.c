@@ -6,6 +6,9 @@
 **    ignored as in stock SQLite, and VACUUM applies them;
 **  - PRAGMA mmap_size reads back 0 (the engine never maps the file), not -1;
 **  - SQLITE_FCNTL_VFSNAME names the engine: "multiwriter/unix";
+**  - SQLITE_FCNTL_LOCKSTATE (PRAGMA lock_status) reads the level SQLite holds on the
+**    main file, as a stock connection in WAL mode reads it, not the engine's
+**    unlocked handle's;
 **  - PRAGMA page_size with another size on a new, empty database takes effect (the
 **    engine created the file at open, so SQLite alone would ignore it silently): it
 **    reads back at once, other connections see it at their next transaction, the
@@ -150,6 +153,37 @@ static void reformat_refused_mp(const char *dir) {
   CHECK_RC(sqlite3_close(c), SQLITE_OK);
 }
 
+/* The main file's lock state at each step of a connection's life, through the engine
+** and through stock SQLite in WAL mode (which keeps SHARED from its first read to its
+** close, also across write transactions). */
+static int lock_state(sqlite3 *db) {
+  int level = -1;
+  CHECK_RC(sqlite3_file_control(db, "main", SQLITE_FCNTL_LOCKSTATE, &level), SQLITE_OK);
+  return level;
+}
+
+static void lock_states(const char *dir) {
+  char mwp[512], stp[512];
+  snprintf(mwp, sizeof mwp, "%s/lock-mw.db", dir);
+  snprintf(stp, sizeof stp, "%s/lock-stock.db", dir);
+  sqlite3 *st = tu_open_stock(stp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  tu_exec(st, "PRAGMA journal_mode=WAL");
+  sqlite3 *mw = tu_open(mwp, "");
+  const char *steps[] = { "CREATE TABLE t(x)", "BEGIN", "INSERT INTO t VALUES(1)",
+                          "SELECT count(*) FROM t", "COMMIT", "SELECT count(*) FROM t" };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    tu_exec(st, steps[i]);
+    tu_exec(mw, steps[i]);
+    int want = lock_state(st), got = lock_state(mw);
+    if (got != want || want != SQLITE_LOCK_SHARED) {
+      fprintf(stderr, "lock state after %s: engine %d, stock %d\n", steps[i], got, want);
+      exit(1);
+    }
+  }
+  CHECK_RC(sqlite3_close(mw), SQLITE_OK);
+  CHECK_RC(sqlite3_close(st), SQLITE_OK);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "reformat-child") == 0) {
     CHECK_RC(sqlite3_initialize(), SQLITE_OK);
@@ -276,6 +310,7 @@ int main(int argc, char **argv) {
     exit(1);
   }
   syscalls(tu_dir);
+  lock_states(tu_dir);
   not_a_database(tu_dir);
   read_only_version(tu_dir, 0);
   read_only_version(tu_dir, 1);

@@ -67,12 +67,6 @@ static const char *prog = "test_mp";
 #define UNDER_TSAN 0
 #endif
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_us(unsigned us) { usleep(us); }
 
 /* MW_TEST_SCALE (scripts/sanitize.sh) shrinks the loops. */
@@ -130,27 +124,6 @@ static int read_stats(const char *path, int id, long long *comp, long long *pinn
 static void dbg_log(void *arg, int code, const char *msg) {
   (void)arg;
   fprintf(stderr, "%s[%d]: sqlite3_log %d %s\n", prog, (int)getpid(), code, msg);
-}
-
-/* Makes the (empty) file f, the signal a child process polls for. */
-static void touch_file(const char *f) {
-  int fd = open(f, O_WRONLY | O_CREAT, 0644);
-  CHECK(fd >= 0);
-  close(fd);
-}
-
-/* The signals between this process and its children: empty files <path><suffix>. A
-** child waits without a limit: it dies with this process (child_begin). */
-static void signal_file(const char *path, const char *suffix) {
-  char f[400];
-  snprintf(f, sizeof f, "%s%s", path, suffix);
-  touch_file(f);
-}
-
-static void await_signal(const char *path, const char *suffix) {
-  char f[400];
-  snprintf(f, sizeof f, "%s%s", path, suffix);
-  while (access(f, F_OK) != 0) sleep_us(10000);
 }
 
 /* The start of a child process of this test: it dies with its parent (a test that fails
@@ -246,7 +219,7 @@ static long ack_count(const char *path, int id) {
 static void set_stop(const char *path, int on) {
   char f[400];
   snprintf(f, sizeof f, "%s.stop", path);
-  if (on) touch_file(f);
+  if (on) tu_make_file(path, ".stop");
   else unlink(f);
 }
 
@@ -313,12 +286,6 @@ static void run_capture_ok(const char *cmd, char *out, size_t size) {
   CHECK(pclose(p) == 0);
 }
 
-static int exists(const char *path, const char *suffix) {
-  char f[400];
-  snprintf(f, sizeof f, "%s%s", path, suffix);
-  return access(f, F_OK) == 0;
-}
-
 /* ---------------------------------------------------------------- cases */
 
 static void bank(const char *dir) {
@@ -333,7 +300,7 @@ static void bank(const char *dir) {
   for (int i = 0; i < 4; i++) pids[i] = spawn_writer_env(path, i, per, "mw_mp=1", "MW_PAUSE_AT", SLOW_SYNC);
   for (int i = 0; i < 4; i++) CHECK(tu_wait_status(pids[i]) == 0);
   /* The last close compacted everything and removed the shared files. */
-  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   long rows = 0, acked = check_bank(path, 4, &rows);
   CHECK(acked == 4 * per && rows == acked);
   /* The processes sync for each other (mp.c, "group sync"): fewer syncs than commits
@@ -392,13 +359,13 @@ static void kill_rounds(const char *dir) {
     /* The survivors go on: each commits 5 more within 20 s. */
     long base[3];
     for (int i = 0; i < 3; i++) base[i] = ack_count(path, ids[i]);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = tu_now_ns();
     for (;;) {
       int ok = 1;
       for (int i = 0; i < 3; i++)
         if (i != victim && ack_count(path, ids[i]) < base[i] + 5) ok = 0;
       if (ok) break;
-      if (now_ns() - t0 > 20000000000ull) {
+      if (tu_now_ns() - t0 > 20000000000ull) {
         fprintf(stderr, "%s: round %d: the survivors of a killed writer (%s) made no "
                         "progress in 20 s\n", prog, r, crash[r] ? crash[r] : "SIGKILL");
         if (getenv("MW_MP_HOLD")) {
@@ -418,9 +385,9 @@ static void kill_rounds(const char *dir) {
     /* A writer dead with its claim of room open: the survivors drop the claim once
     ** they need the room, and the room end moves on. */
     if (crash[r] && strncmp(crash[r], "mp_room_zeroed", 14) == 0) {
-      uint64_t room = shm_room_end(path), t1 = now_ns();
+      uint64_t room = shm_room_end(path), t1 = tu_now_ns();
       while (shm_room_end(path) <= room) {
-        if (now_ns() - t1 > 60000000000ull) {
+        if (tu_now_ns() - t1 > 60000000000ull) {
           fprintf(stderr, "%s: round %d: the room end stayed at %llu for 60 s after a writer "
                   "died with its claim open\n", prog, r, (unsigned long long)room);
           set_stop(path, 1);
@@ -431,7 +398,7 @@ static void kill_rounds(const char *dir) {
         sleep_us(10000);
       }
     }
-    double waited = (double)(now_ns() - t0) / 1e9;
+    double waited = (double)(tu_now_ns() - t0) / 1e9;
     set_stop(path, 1);
     for (int i = 0; i < 3; i++)
       if (i != victim) CHECK(tu_wait_status(pids[i]) == 0);
@@ -445,7 +412,7 @@ static void kill_rounds(const char *dir) {
     printf("%s: kill round %d (%s): survivors went on after %.2f s, %ld acknowledged "
            "transfers all there\n", prog, r, crash[r] ? crash[r] : "SIGKILL", waited, acked);
   }
-  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   check_bank(path, 0, 0);
 }
 
@@ -457,9 +424,9 @@ static void compact_join(const char *dir) {
   make_bank(path);
   const char *params = "mw_mp=1&mw_log_max_mb=1";
   pid_t a = spawn_writer(path, 0, 700, params, 0);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = tu_now_ns();
   while (ack_count(path, 0) < 400) {
-    CHECK(now_ns() - t0 < 60000000000ull);
+    CHECK(tu_now_ns() - t0 < 60000000000ull);
     sleep_us(5000);
   }
   /* 400 transfers wrote some 5 MB of log: it was compacted while the writer was alone. */
@@ -475,7 +442,7 @@ static void compact_join(const char *dir) {
   CHECK(base > 100);
   pid_t b = spawn_writer(path, 1, 200, params, 0), c = spawn_writer(path, 2, 200, params, 0);
   CHECK(tu_wait_status(a) == 0 && tu_wait_status(b) == 0 && tu_wait_status(c) == 0);
-  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   long rows = 0, acked = check_bank(path, 3, &rows);
   CHECK(acked == 1100 && rows == acked);
   printf("%s: compacted alone (log base epoch %llu), then 2 processes joined: %ld "
@@ -497,7 +464,7 @@ static void compact_crash(const char *dir) {
     long before = ack_count(path, 0);
     pid_t b = spawn_writer(path, 1, 150, params, 0), c = spawn_writer(path, 2, 150, params, 0);
     CHECK(tu_wait_status(b) == 0 && tu_wait_status(c) == 0);
-    CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+    CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
     long acked = check_bank(path, 3, 0);
     CHECK(acked == before + 300);
     printf("%s: died at %s after %ld transfers; two more processes recovered and wrote: "
@@ -591,7 +558,7 @@ static void room_ahead(const char *dir) {
                      "(SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4); COMMIT;";
   int64_t at_first = -1;
   long rows = 0;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = tu_now_ns();
   for (;;) {
     int64_t c = tu_stat(db, MW_STAT_COMPACTIONS);
     if (c >= 1 && at_first < 0) at_first = room_steps(db);
@@ -599,7 +566,7 @@ static void room_ahead(const char *dir) {
     tu_exec(db, ins4);
     rows += 4;
     while (tu_stat(db, MW_STAT_LOG_BYTES) > limit && tu_stat(db, MW_STAT_COMPACTIONS) == c) {
-      CHECK(now_ns() - t0 < 120000000000ull);
+      CHECK(tu_now_ns() - t0 < 120000000000ull);
       sleep_us(1000);
     }
   }
@@ -617,12 +584,12 @@ static void room_ahead(const char *dir) {
     while (tu_stat(db, MW_STAT_LOG_BYTES) <= limit) {
       tu_exec(db, ins4);
       rows += 4;
-      CHECK(now_ns() - t0 < 120000000000ull);
+      CHECK(tu_now_ns() - t0 < 120000000000ull);
     }
     for (int k = 0; k < 5; k++, rows += 4) tu_exec(db, ins4);
     int64_t c = tu_stat(db, MW_STAT_COMPACTIONS);
     while (tu_stat(db, MW_STAT_LOG_BYTES) > limit && tu_stat(db, MW_STAT_COMPACTIONS) == c) {
-      CHECK(now_ns() - t0 < 120000000000ull);
+      CHECK(tu_now_ns() - t0 < 120000000000ull);
       sleep_us(1000);
     }
     sleep_us(200000); /* a stale request would run now */
@@ -713,8 +680,8 @@ static void compact_all_open(const char *dir) {
     }
   }
   /* The writers are gone; the idle process is still open: its store after a while. */
-  uint64_t t0 = now_ns();
-  while (now_ns() - t0 < 1500000000ull) {
+  uint64_t t0 = tu_now_ns();
+  while (tu_now_ns() - t0 < 1500000000ull) {
     watch_once(path, &w);
     sleep_us(20000);
   }
@@ -744,7 +711,7 @@ static void compact_all_open(const char *dir) {
     fprintf(stderr, "%s: the log file reached %llu bytes\n", prog,
             (unsigned long long)w.max_size);
   CHECK(w.max_size < LOG_BOUND);
-  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_integrity_ok(s));
   CHECK(tu_int(s, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
@@ -780,7 +747,7 @@ static void compact_kill(const char *dir) {
     pid_t others[2];
     for (int i = 0; i < 2; i++) others[i] = spawn_writer(path, i + 1, 0, "mw_mp=1&mw_log_max_mb=2", 0);
     unsetenv("MW_TEST_PAD");
-    uint64_t t0 = now_ns();
+    uint64_t t0 = tu_now_ns();
     int st = 0;
     for (;;) {
       pid_t r = waitpid(victim, &st, WNOHANG);
@@ -788,7 +755,7 @@ static void compact_kill(const char *dir) {
       if (r == victim) break;
       /* Generous: on a loaded 2-core machine (the emulated and musl runs of CI) the
       ** others may win the compactions for a long while before this writer's second. */
-      if (now_ns() - t0 > 180000000000ull) {
+      if (tu_now_ns() - t0 > 180000000000ull) {
         fprintf(stderr, "%s: the writer never reached %s\n", prog, points[p]);
         set_stop(path, 1);
         kill(victim, SIGKILL);
@@ -800,10 +767,10 @@ static void compact_kill(const char *dir) {
     uint64_t base0 = log_base(path);
     long b1 = ack_count(path, 1), b2 = ack_count(path, 2);
     /* The survivors go on, and compact again (the log's base moves on). */
-    t0 = now_ns();
+    t0 = tu_now_ns();
     while (ack_count(path, 1) < b1 + 200 || ack_count(path, 2) < b2 + 200 ||
            log_base(path) == base0) {
-      if (now_ns() - t0 > 30000000000ull) {
+      if (tu_now_ns() - t0 > 30000000000ull) {
         fprintf(stderr, "%s: after %s: survivors at %ld/%ld (from %ld/%ld), log base %llu "
                 "(was %llu)\n", prog, points[p], ack_count(path, 1), ack_count(path, 2), b1,
                 b2, (unsigned long long)log_base(path), (unsigned long long)base0);
@@ -817,7 +784,7 @@ static void compact_kill(const char *dir) {
     for (int i = 0; i < 2; i++) CHECK(tu_wait_status(others[i]) == 0);
     CHECK(tu_wait_status(idle) == 0);
     set_stop(path, 0);
-    CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+    CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
     long rows = 0, acked = check_bank(path, 3, &rows);
     CHECK(rows >= acked);
     printf("%s: a writer died at %s with 4 processes open; the others went on and "
@@ -846,7 +813,7 @@ static void refresh_switch(const char *dir) {
   pid_t others[2];
   for (int i = 0; i < 2; i++) others[i] = spawn_writer(path, i + 1, 0, "mw_mp=1&mw_log_max_mb=1", 0);
   unsetenv("MW_TEST_PAD");
-  uint64_t t0 = now_ns(), base = 0;
+  uint64_t t0 = tu_now_ns(), base = 0;
   int switches = -1;
   const int want = UNDER_TSAN ? 3 : 8;
   while (switches < want || ack_count(path, 0) < 40) {
@@ -857,7 +824,7 @@ static void refresh_switch(const char *dir) {
     }
     int st = 0;
     pid_t r = waitpid(slow, &st, WNOHANG);
-    if (r == slow || now_ns() - t0 > 120000000000ull) {
+    if (r == slow || tu_now_ns() - t0 > 120000000000ull) {
       fprintf(stderr, "%s: refresh_switch: the paused writer %s after %ld transfers, %d "
               "switches\n", prog, r == slow ? "ended" : "was too slow", ack_count(path, 0),
               switches);
@@ -892,14 +859,14 @@ static int reader_main(char **argv) {
   if (!child_begin()) return 1;
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
-  signal_file(path, ".opened");
-  await_signal(path, ".more");
+  tu_make_file(path, ".opened");
+  tu_await_file(path, ".more");
   /* A transaction's end raises the process's floor (its ticks would, held here). */
   CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0);
   tu_exec(db, "BEGIN");
   CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0); /* the snapshot, few pages read */
-  signal_file(path, ".ready");
-  await_signal(path, ".go");
+  tu_make_file(path, ".ready");
+  tu_await_file(path, ".go");
   const char *q = "SELECT count(*) = 500 AND sum(length(b) = 1500) = 500 AND "
                   "sum(substr(b, 1, 1) = char(65 + id % 26)) = 500 FROM spare";
   sqlite3_stmt *st = 0;
@@ -940,9 +907,9 @@ static void insert_spare_rows(sqlite3 *db, int n) {
 
 /* Waits (at most 60 s) until the log's base epoch is at least `epoch`. */
 static void wait_base(const char *path, uint64_t epoch) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = tu_now_ns();
   while (log_base(path) < epoch) {
-    if (now_ns() - t0 > 60000000000ull) {
+    if (tu_now_ns() - t0 > 60000000000ull) {
       fprintf(stderr, "%s: spare_reader: no compaction to epoch %llu (base %llu)\n", prog,
               (unsigned long long)epoch, (unsigned long long)log_base(path));
       CHECK(0);
@@ -959,18 +926,6 @@ static void pin_at(const char *path, const char *params, sqlite3 *w, sqlite3 **p
   CHECK(tu_int(*pPin, "SELECT count(*) FROM spare") > 0);
   *pAt = (uint64_t)tu_stat(*pPin, MW_STAT_SNAPSHOT_EPOCH);
   insert_spare_rows(w, 100);
-}
-
-/* Waits (at most 120 s) for the file path + suffix that the child makes. */
-static void wait_file(const char *path, const char *suffix, pid_t child) {
-  char f[400];
-  snprintf(f, sizeof f, "%s%s", path, suffix);
-  uint64_t t0 = now_ns();
-  while (access(f, F_OK) != 0) {
-    CHECK(now_ns() - t0 < 120000000000ull);
-    CHECK(waitpid(child, 0, WNOHANG) == 0);
-    sleep_us(5000);
-  }
 }
 
 /* One round: `linked` 0, two switches while the reader holds its file (the second
@@ -1008,11 +963,11 @@ static void spare_round(const char *dir, int linked) {
   /* Its ticks held 4 s from its first: the reader's file stays the one it opened. */
   char *args[] = { "reader", path, 0 };
   pid_t reader = tu_spawn(self_exe, "MW_PAUSE_AT", "mp_tick:4000", args);
-  uint64_t t0 = now_ns();
-  wait_file(path, ".opened", reader);
+  uint64_t t0 = tu_now_ns();
+  tu_await_child_file(path, ".opened", reader);
   insert_spare_rows(w, 100); /* lazy in the reader */
-  signal_file(path, ".more");
-  wait_file(path, ".ready", reader);
+  tu_make_file(path, ".more");
+  tu_await_child_file(path, ".ready", reader);
   if (linked) {
     char log[400], spare[400];
     snprintf(log, sizeof log, "%s-mw", path);
@@ -1020,7 +975,7 @@ static void spare_round(const char *dir, int linked) {
     CHECK(unlink(spare) == 0 || errno == ENOENT);
     CHECK(link(log, spare) == 0);
   }
-  uint64_t base0 = log_base(path), t1 = now_ns(), base[2] = { 0, 0 };
+  uint64_t base0 = log_base(path), t1 = tu_now_ns(), base[2] = { 0, 0 };
   for (int i = 0; i + 1 < npins; i++) {
     tu_exec(pin[i], "COMMIT");
     tu_exec(w, fill);
@@ -1030,14 +985,14 @@ static void spare_round(const char *dir, int linked) {
   /* Records written after the switch go where the held process's pages were, in a
   ** file written over (the switch copies only the records after its base). */
   tu_exec(w, fill);
-  uint64_t ready_ms = (t1 - t0) / 1000000u, held_ms = (now_ns() - t1) / 1000000u;
-  signal_file(path, ".go");
+  uint64_t ready_ms = (t1 - t0) / 1000000u, held_ms = (tu_now_ns() - t1) / 1000000u;
+  tu_make_file(path, ".go");
   CHECK(tu_wait_status(reader) == 0);
   tu_exec(pin[npins - 1], "COMMIT");
   for (int i = 0; i < npins; i++) CHECK_RC(sqlite3_close(pin[i]), SQLITE_OK);
   CHECK(tu_int(w, "SELECT count(*) FROM spare WHERE length(b) = 1500") == 500);
   CHECK_RC(sqlite3_close(w), SQLITE_OK);
-  CHECK(!exists(path, "-mw") && !exists(path, "-mw.spare") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mw.spare") && !tu_file_exists(path, "-mwshm"));
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_integrity_ok(s));
   CHECK_RC(sqlite3_close(s), SQLITE_OK);
@@ -1066,11 +1021,11 @@ static int switcher_main(char **argv) {
   sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
   tu_exec(pin, "BEGIN");
   CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
-  signal_file(path, ".inserted");
-  await_signal(path, ".pinned");
+  tu_make_file(path, ".inserted");
+  tu_await_file(path, ".pinned");
   tu_exec(db, SPARE_FILL_SQL);
-  signal_file(path, ".lazy");
-  await_signal(path, ".fill");
+  tu_make_file(path, ".lazy");
+  tu_await_file(path, ".fill");
   tu_exec(db, FILL_SQL);
   /* Its compactor runs once the reader's floor passed the rows (at the reader's first
   ** tick), and dies at the crash point. */
@@ -1125,21 +1080,21 @@ static void half_switch(const char *dir) {
   ** dying process compacts then), and it follows no switch until it read them. */
   char *rargs[] = { "reader", path, 0 };
   pid_t reader = tu_spawn(self_exe, "MW_PAUSE_AT", "mp_tick:2000", rargs);
-  wait_file(path, ".opened", reader);
+  tu_await_child_file(path, ".opened", reader);
   char *sargs[] = { "switcher", path, 0 };
   pid_t victim = tu_spawn(self_exe, "MW_CRASH_AT", "compact_switched:1", sargs);
-  wait_file(path, ".inserted", victim);
+  tu_await_child_file(path, ".inserted", victim);
   /* Opened now, this process's compactor's timer (5 s) comes after the death. */
   w = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
   sqlite3 *pin = tu_open(path, "mw_mp=1&mw_log_max_mb=64");
   tu_exec(pin, "BEGIN");
   CHECK(tu_int(pin, "SELECT count(*) FROM spare") == 500);
-  signal_file(path, ".pinned");
-  wait_file(path, ".lazy", victim);
-  signal_file(path, ".more");
-  wait_file(path, ".ready", reader);
-  uint64_t base0 = log_base(path), t0 = now_ns();
-  signal_file(path, ".fill");
+  tu_make_file(path, ".pinned");
+  tu_await_child_file(path, ".lazy", victim);
+  tu_make_file(path, ".more");
+  tu_await_child_file(path, ".ready", reader);
+  uint64_t base0 = log_base(path), t0 = tu_now_ns();
+  tu_make_file(path, ".fill");
   int st = tu_wait_status(victim);
   if (st != 128 + SIGABRT) {
     fprintf(stderr, "%s: half_switch: the compacting process ended with %d, not at its "
@@ -1147,22 +1102,22 @@ static void half_switch(const char *dir) {
     CHECK(0);
   }
   CHECK(shm_log_gen(path) & 1);
-  uint64_t died_ms = (now_ns() - t0) / 1000000u, t1 = now_ns();
+  uint64_t died_ms = (tu_now_ns() - t0) / 1000000u, t1 = tu_now_ns();
   /* This process's compactor settles the switch when it next compacts. */
   while (shm_log_gen(path) & 1) {
-    CHECK(now_ns() - t1 < 60000000000ull);
+    CHECK(tu_now_ns() - t1 < 60000000000ull);
     CHECK(waitpid(reader, 0, WNOHANG) == 0);
     sleep_us(5000);
   }
-  uint64_t settled_ms = (now_ns() - t1) / 1000000u, base1 = log_base(path);
-  signal_file(path, ".go");
+  uint64_t settled_ms = (tu_now_ns() - t1) / 1000000u, base1 = log_base(path);
+  tu_make_file(path, ".go");
   CHECK(tu_wait_status(reader) == 0);
   tu_exec(pin, "COMMIT");
   CHECK_RC(sqlite3_close(pin), SQLITE_OK);
   CHECK(tu_int(w, "SELECT count(*) FROM spare WHERE length(b) = 1500") == 500);
   CHECK(tu_int(w, "SELECT count(*) FROM fill") == 800);
   CHECK_RC(sqlite3_close(w), SQLITE_OK);
-  CHECK(!exists(path, "-mw") && !exists(path, "-mw.spare") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mw.spare") && !tu_file_exists(path, "-mwshm"));
   sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
   CHECK(tu_integrity_ok(s));
   CHECK_RC(sqlite3_close(s), SQLITE_OK);
@@ -1192,7 +1147,7 @@ static int creator_main(char **argv) {
   sqlite3 *db = tu_open(path, "mw_mp=1");
   sqlite3_busy_timeout(db, 5000);
   CHECK(tu_int(db, "SELECT count(*) FROM sqlite_master") >= 0); /* the schema, loaded */
-  await_signal(path, ".go");
+  tu_await_file(path, ".go");
   int rc = sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, s INT)", 0, 0, 0);
   if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
     fprintf(stderr, "%s: creator %d: CREATE: %d %s\n", prog, id, rc, sqlite3_errmsg(db));
@@ -1236,7 +1191,7 @@ static void create_race(const char *dir) {
       pids[k] = tu_spawn(self_exe, 0, 0, args);
     }
     sleep_us(300000); /* both open, the schema loaded */
-    signal_file(path, ".go");
+    tu_make_file(path, ".go");
     for (int k = 0; k < 2; k++) CHECK(tu_wait_status(pids[k]) == 0);
     sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
     CHECK(tu_integrity_ok(s));
@@ -1260,9 +1215,9 @@ static int try_open(const char *path, const char *params, char *msg, size_t size
 
 /* Waits until the writer committed at least one transfer (it has the file open). */
 static void wait_started(const char *path, int id) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = tu_now_ns();
   while (ack_count(path, id) < 1) {
-    CHECK(now_ns() - t0 < 20000000000ull);
+    CHECK(tu_now_ns() - t0 < 20000000000ull);
     sleep_us(5000);
   }
 }
@@ -1381,7 +1336,7 @@ static void shells(const char *dir) {
       CHECK(0);
     }
   }
-  CHECK(!exists(path, "-mw") && !exists(path, "-mwshm"));
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; "
                             "SELECT count(*) FROM t1; SELECT count(*) FROM t2;'", path);
   run_capture_ok(cmd, out, sizeof out);

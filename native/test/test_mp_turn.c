@@ -20,12 +20,6 @@
 static const char *prog = "test_mp_turn";
 static const char *self_exe;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* MW_TEST_SCALE (scripts/sanitize.sh, emulation) shrinks the loops. */
 static double scale(void) {
   const char *e = getenv("MW_TEST_SCALE");
@@ -36,20 +30,6 @@ static double scale(void) {
 typedef struct result {
   long long commits, refusals, turns, early, slowest_us;
 } result;
-
-static int file_exists(const char *path, const char *suffix) {
-  char f[400];
-  snprintf(f, sizeof f, "%s%s", path, suffix);
-  return access(f, F_OK) == 0;
-}
-
-static void make_file(const char *path, const char *suffix) {
-  char f[400];
-  snprintf(f, sizeof f, "%s%s", path, suffix);
-  int fd = open(f, O_WRONLY | O_CREAT, 0644);
-  CHECK(fd >= 0);
-  close(fd);
-}
 
 /* argv: writer <path> <id> <n>. Once open, says so (<path>.ready<id>) and waits for
 ** <path>.go, so that the writers start together: under emulation a process takes long
@@ -64,21 +44,18 @@ static int writer_main(char **argv) {
   sqlite3 *db = tu_open(path, "mw_mp=1");
   char ready[32];
   snprintf(ready, sizeof ready, ".ready%d", id);
-  make_file(path, ready);
-  for (uint64_t t0 = now_ns(); !file_exists(path, ".go");) {
-    CHECK(now_ns() - t0 < 120000000000ull);
-    usleep(1000);
-  }
+  tu_make_file(path, ready);
+  tu_await_file(path, ".go");
   char f[400];
   snprintf(f, sizeof f, "%s.ack%d", path, id);
   int fd = open(f, O_WRONLY | O_CREAT | O_APPEND, 0644);
   CHECK(fd >= 0);
   result r = { 0 };
   for (long k = 0; k < n;) {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = tu_now_ns();
     int rc = sqlite3_exec(db, "BEGIN; UPDATE ct SET a = a + 1 WHERE id = 1; COMMIT;", 0, 0, 0);
     if (rc == SQLITE_OK) {
-      uint64_t us = (now_ns() - t0) / 1000;
+      uint64_t us = (tu_now_ns() - t0) / 1000;
       if ((long long)us > r.slowest_us) r.slowest_us = (long long)us;
       char one = 1;
       CHECK(write(fd, &one, 1) == 1);
@@ -118,17 +95,12 @@ static pid_t spawn_writer(const char *path, int id, long n, const char *env_name
 
 /* Waits (120 s at most) until the w writers are open, then lets them go. */
 static void start_together(const char *path, const pid_t *pids, int w) {
-  uint64_t t0 = now_ns();
   for (int i = 0; i < w; i++) {
     char ready[32];
     snprintf(ready, sizeof ready, ".ready%d", i);
-    while (!file_exists(path, ready)) {
-      CHECK(now_ns() - t0 < 120000000000ull);
-      CHECK(waitpid(pids[i], 0, WNOHANG) == 0);
-      usleep(1000);
-    }
+    tu_await_child_file(path, ready, pids[i]);
   }
-  make_file(path, ".go");
+  tu_make_file(path, ".go");
 }
 
 static long acks(const char *path, int id) {

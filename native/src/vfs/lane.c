@@ -250,9 +250,19 @@ static int main_size(sqlite3_file *f, sqlite3_int64 *pSize) {
 
 /* Every level is pretended: the database's own handle holds EXCLUSIVE for as long
 ** as the engine has the file open (guard.c), which keeps every connection outside
-** the engine away; a real lock here would conflict with it. */
-static int main_lock(sqlite3_file *f, int level) { return SQLITE_OK; }
-static int main_unlock(sqlite3_file *f, int level) { return SQLITE_OK; }
+** the engine away; a real lock here would conflict with it. The level is recorded
+** all the same, so that SQLITE_FCNTL_LOCKSTATE (PRAGMA lock_status) reads what this
+** connection holds, as with the unix VFS. */
+static int main_lock(sqlite3_file *f, int level) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  if (level > l->lock_level) l->lock_level = level;
+  return SQLITE_OK;
+}
+static int main_unlock(sqlite3_file *f, int level) {
+  mw_lane *l = ((mw_file *)f)->lane;
+  if (level < l->lock_level) l->lock_level = level;
+  return SQLITE_OK;
+}
 static int main_check_reserved(sqlite3_file *f, int *pRes) {
   *pRes = 0;
   return SQLITE_OK;
@@ -350,6 +360,10 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
   switch (op) {
     case SQLITE_FCNTL_PRAGMA:
       return pragma(l, (char **)arg);
+    case SQLITE_FCNTL_LOCKSTATE:
+      /* The pretended level (main_lock), not the unlocked handle's below. */
+      *(int *)arg = l->lock_level;
+      return SQLITE_OK;
     case MW_FCNTL_STATS: {
       int64_t *out = arg;
       mw_db *db = l->db;
