@@ -96,6 +96,14 @@ export const MUTANTS = [
     why: "a close waits for the grower to zero and sync two steps of room that nothing will use",
   },
   {
+    id: "log-first-room-whole-step",
+    file: "durability/log.c",
+    find: "  uint64_t unit = from <= MW_LOG_HDR_SIZE ? log->step / 4 : log->step;\n",
+    replace: "  uint64_t unit = log->step;\n",
+    tests: ["test_log_group"],
+    why: "the first commit of an empty log zeroes and syncs a whole step on its own path (a short-lived process paid 4 MiB for one INSERT)",
+  },
+  {
     id: "log-emptied-drops-unfiled-records",
     file: "durability/log.c",
     find: "  int records_ok = drop_records ? log->last_epoch == base\n",
