@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "a8a421a42d6d27dafd5f624b6a91be42a1f4a76e37232093c24c97b833b0e729",
-        "size": 1814104
+        "sha256": "01c18f3d5c763206a4476ab1911fa6a53b8e6da034817a840f806253f19c60b4",
+        "size": 1814232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "78ba65734bdb0cc9af511b59db77a9bddc704bd3abfc40f5f71c5271ea22ca8a",
-        "size": 255088
+        "sha256": "567d967efdb9dd2940d7ca95940a3b377e05ef57e7379f06ba7a70ea51fb4f6a",
+        "size": 255216
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "bf56d95ceb05fe916fa935e2125952b11594db24645e632f8ef4a16113be64b4",
-        "size": 1757392
+        "sha256": "62944d85a40fd77d719b8aec06f571a3a22d67a3bcb7017a7d7b54753ac6aafe",
+        "size": 1757456
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "42014c1919aac061cefca9d0c354623d0a6131cd147063c4315efb52b76510c7",
-        "size": 247672
+        "sha256": "c55e4c12dd4d3c7ea35bae647ef29e86f7d660e484ad605a12119885c799acd8",
+        "size": 247736
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "24bee610425904e26b12ce2343875e995826c1a2c7f97e2c25435da8ec111c95",
-        "size": 1812088
+        "sha256": "2bf5a7883d4c84f5dd15396bfe621ed359ca91ba4ab6b2ed5f26214cff696c37",
+        "size": 1812200
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6645f0499c28e627cdf69c6a5187f9c092337c63cabd736021e7896682aa5edd",
-        "size": 254360
+        "sha256": "6afd5c64b989bc5c81487f02aa1230b1f83de0647e8a633da7c5260478c0c277",
+        "size": 254488
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "9dda6f1890cd48bfa7a27b7c8a26412030b83fe179446cb71e1b93dde2698e27",
-        "size": 1755672
+        "sha256": "2ee7233bf82a400c82d7699fa9ac674311fa1c6af3fdd9278f1f10d4ad03a948",
+        "size": 1755736
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "33f8d595281864e2cd6f1edb4f687db602eb7b0109fbd5f04a8d44c0585d7b3b",
-        "size": 247144
+        "sha256": "cbfdd345f18cd2a56302697861beb079760e9a9d4e52bb8416264a0432b2c1a6",
+        "size": 247224
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "cdf42fd2d132f8b967066e74f9f210ac620cac981b60c8b316d7aad7a6382a89",
+        "sha256": "ceaf889fb595efd3aeb385cb2e0f046242a2c7c7218de22a2bc4d18830f60ef8",
         "size": 1768977
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "be423bbac602ff259674a760847ee79cbf32b1aea46748b1d6480450cba4d00f",
+        "sha256": "85a31551b2c8565158505ec44c95520ef7a85dce91a3d427c1a5e66de6fb36a7",
         "size": 255772
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "57f9d07ee50cf2a55a7c29e83b1dd1a50f02fbab8638addb82c7bb9f01c15e78",
+        "sha256": "1026e3215a7059b4a085e4ce678368d1cc7dfeeb31865eecc1105135bff7dc3e",
         "size": 1848976
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "faa6301f1af144c69ec32d130a0d73e2666a2df6777a8d4e1c20827889b84f44",
+        "sha256": "81329af1dd573a77eb84b8f1eba22600b6d1a0efc7c041346e1fde73701f0b7a",
         "size": 295208
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "41c89cc200068151e6bfa754952924b95195cd0ed80a06ae47c0a1f6edff4ada",
+        "sha256": "9715c7c6a85ad0ddbcd0db46c64a5cedc706befaa5674fca7ad861a6bc20fe6b",
         "size": 1675776
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "3cde9636a8026e1c44116d0efbf786fbdfda2bb5a652b6edd788adc653529ad0",
-        "size": 177664
+        "sha256": "c64849eeb3c9ebe03d1eeae779c4d5ab3203a66ec895c981ebd06958b04ca4a0",
+        "size": 178176
       }
     }
   }
