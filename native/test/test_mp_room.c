@@ -2,7 +2,8 @@
 ** 40 MB of rows. The log's zeroed room is added a step at a time by the process's
 ** grower, off the publication lock (no commit waits 25 to 50 ms for a step of zeros),
 ** not by the committing holder under the lock: at most the first steps (the log
-** opened with no room past its end) under the lock, most by the grower. Every row is
+** opened with no room past its end; the first a quarter step) under the lock, most by
+** the grower. Every row is
 ** there after the close, and stock SQLite finds the file sound.
 ** Then a slow grower (MW_PAUSE_AT=mp_room_zeroing:300: it waits 300 ms before it zeroes):
 ** a child process inserts past the claimed step while the grower waits, so its
@@ -13,6 +14,7 @@
 #include "test_spawn_util.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 static const char *prog = "test_mp_room";
 
@@ -72,6 +74,15 @@ int main(int argc, char **argv) {
   if (rows < 1000) rows = 1000;
   sqlite3 *db = tu_open(path, "mw_mp=1");
   tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
+  /* The first commit of the empty log zeroed a quarter step (1 MiB) under the lock, not
+  ** two steps: a process that commits once and closes (the sqlite3 shell in a script)
+  ** paid 8 MiB of zeros for it. */
+  char logf[400];
+  snprintf(logf, sizeof logf, "%s-mw", path);
+  struct stat lst;
+  CHECK(stat(logf, &lst) == 0);
+  printf("%s: the log after the first commit: %lld bytes\n", prog, (long long)lst.st_size);
+  CHECK(lst.st_size > 0 && lst.st_size <= (1 << 20));
   sqlite3_stmt *st = 0;
   CHECK_RC(sqlite3_prepare_v2(db, "INSERT INTO t(b) VALUES (randomblob(8000))", -1, &st, 0),
            SQLITE_OK);

@@ -1411,7 +1411,11 @@ int mw_log_room_shared(mw_log *log, uint64_t *pAllocEnd) {
     return rc;
   }
   uint64_t shift = log->shift;
-  uint64_t target = round_up(end - shift + log->step, log->step);
+  /* An empty log's first room is a quarter step, as in grow_locked: a process that
+  ** opens, commits once and closes zeroes 1 MiB under the lock, not two steps (the
+  ** next commit finds less than half a step left and claims a step for the grower). */
+  uint64_t target = have - shift <= MW_LOG_HDR_SIZE ? round_up(end - shift, log->step / 4)
+                                                    : round_up(end - shift + log->step, log->step);
   log->room_inline++;
   rc = zero_room_release(log, log->fd, have - shift, target);
   if (rc == SQLITE_OK) *pAllocEnd = target + shift;
