@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "01c18f3d5c763206a4476ab1911fa6a53b8e6da034817a840f806253f19c60b4",
-        "size": 1814232
+        "sha256": "68b12fb53337810311539291b588d1fc5e0461f477e6e5878f8e71fbd71230dc",
+        "size": 1814264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "567d967efdb9dd2940d7ca95940a3b377e05ef57e7379f06ba7a70ea51fb4f6a",
-        "size": 255216
+        "sha256": "5f68d847af99f60a9fda2eb1fd565002baf097a337cc42d9089708f9e1b00bdd",
+        "size": 255248
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "62944d85a40fd77d719b8aec06f571a3a22d67a3bcb7017a7d7b54753ac6aafe",
-        "size": 1757456
+        "sha256": "491f977434c59a8121562d97280a112d7fd67c79ac57e599407e4948da7cb673",
+        "size": 1757488
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "c55e4c12dd4d3c7ea35bae647ef29e86f7d660e484ad605a12119885c799acd8",
-        "size": 247736
+        "sha256": "a62822147a0582c136ff5dcf2cc35f1dce27150cd676fc6ce043016e0a48ad4e",
+        "size": 247768
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "2bf5a7883d4c84f5dd15396bfe621ed359ca91ba4ab6b2ed5f26214cff696c37",
-        "size": 1812200
+        "sha256": "6aa963ad8ceaf52d8f4c00ddd9d9a8622b7226175855f1935166e0ff162ae8f8",
+        "size": 1812232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6afd5c64b989bc5c81487f02aa1230b1f83de0647e8a633da7c5260478c0c277",
-        "size": 254488
+        "sha256": "7c468bb3921c9434db0674f7bc4d0ed07493b80a09da56fba9e266d281dc8043",
+        "size": 254520
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "2ee7233bf82a400c82d7699fa9ac674311fa1c6af3fdd9278f1f10d4ad03a948",
-        "size": 1755736
+        "sha256": "f99cc4b35e3161ae942fb24dfc5da9bd0c80fb3ef812f059ce8f2df9fa640f62",
+        "size": 1755768
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "cbfdd345f18cd2a56302697861beb079760e9a9d4e52bb8416264a0432b2c1a6",
-        "size": 247224
+        "sha256": "eb3b9f83eb2d3b45b365e3d6c74d360d5a8722a5a6477117e3065c381886155f",
+        "size": 247256
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "ceaf889fb595efd3aeb385cb2e0f046242a2c7c7218de22a2bc4d18830f60ef8",
+        "sha256": "456958cddce884074aab1f093303a68e88e7328799b39e046659537a56c7f2c1",
         "size": 1768977
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "85a31551b2c8565158505ec44c95520ef7a85dce91a3d427c1a5e66de6fb36a7",
+        "sha256": "7dfb25b9e7b1019b26d03175b8ae8cb0155b7583ea2613d4d2024bdaae349350",
         "size": 255772
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "1026e3215a7059b4a085e4ce678368d1cc7dfeeb31865eecc1105135bff7dc3e",
+        "sha256": "d4d5dd928d469d3f80443c8bce44d8fa922010794238965eb933fee6087689ba",
         "size": 1848976
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "81329af1dd573a77eb84b8f1eba22600b6d1a0efc7c041346e1fde73701f0b7a",
+        "sha256": "d749b39a0c1f3543d36cc4ff377328d19b354f67044f12c55ef19d8867225896",
         "size": 295208
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "9715c7c6a85ad0ddbcd0db46c64a5cedc706befaa5674fca7ad861a6bc20fe6b",
+        "sha256": "7c2bad5f2723ffac10916d814ec88c99cdeee96dd701655b66ab0d4122ddafe4",
         "size": 1675776
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "c64849eeb3c9ebe03d1eeae779c4d5ab3203a66ec895c981ebd06958b04ca4a0",
+        "sha256": "c3ecf2e06a2a48dc7f8204fbc6e4a0fb91a1a28aa39dbdb24a30b8ab6b5d8fa1",
         "size": 178176
       }
     }
