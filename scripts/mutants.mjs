@@ -112,6 +112,14 @@ export const MUTANTS = [
     why: "with mw_mp=1 the first commit of an empty log zeroes two steps (8 MiB) under the publication lock: a process that commits once took 26-31 ms instead of 11-16",
   },
   {
+    id: "guard-marked-file-loses-mark",
+    file: "core/db.c",
+    find: "  if (marked && !mw_guard_readonly(db->data)) mw_guard_keep_mark(db->data);\n",
+    replace: "",
+    tests: ["test_processes"],
+    why: "a process that opens a file marked already (a crash's log to replay, or other mw_mp=1 processes) writes page 1 without the mark: a crash then leaves a log beside a file that stock SQLite reads and writes, and the replay corrupts it",
+  },
+  {
     id: "log-emptied-drops-unfiled-records",
     file: "durability/log.c",
     find: "  int records_ok = drop_records ? log->last_epoch == base\n",

@@ -99,6 +99,11 @@ mkdirSync(bin, { recursive: true });
 // A fresh copy of native/ (sqlite3.c is only read, so it is compiled from the checkout).
 rmSync(tree, { recursive: true, force: true });
 for (const d of ["src", "include", "test"]) cpSync(join(root, "native", d), join(tree, "native", d), { recursive: true });
+// The tests run in the copy; test_processes also loads the extension into Debian's sqlite3
+// shell: zig-out/lib of the checkout (built by `zig build` before), unmutated, so only
+// its cases without the shell run the mutated engine.
+const extLib = join(root, "zig-out", "lib");
+if (existsSync(extLib)) cpSync(extLib, join(tree, "zig-out", "lib"), { recursive: true });
 const tsrc = join(tree, "native", "src");
 const ttest = join(tree, "native", "test");
 

@@ -415,6 +415,8 @@ int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id);
 int mw_guard_marked(sqlite3_file *f, int *pMarked);
 /* Sets (on) or clears the mark, durably. */
 int mw_guard_set_mark(sqlite3_file *f, int on);
+/* The file carries the mark already: this handle's writes of the header keep it in. */
+void mw_guard_keep_mark(sqlite3_file *f);
 
 /* ---------------------------------------------------------------- files */
 enum { MW_KIND_MAIN = 1, MW_KIND_WAL = 2, MW_KIND_ERR = 3 };

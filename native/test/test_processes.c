@@ -11,10 +11,15 @@
 **    close stock SQLite reads every row;
 **  - a crash between the last close's clearing of the header mark and its deletion of
 **    the log: a stock write made then survives the engine's reopen;
+**  - two crashes in a row: the process that replayed the first log and compacted keeps
+**    the mark in the file, so stock SQLite stays out until the second replay; with
+**    mw_mp=1 a process that joined, outlived the first and compacted keeps it too;
 **  - one process, one file under two names (hard links) or renamed while open: one
 **    database; a new file made at the old name while the old one is open is refused.
 ** argv[1] (from build.zig): the loadable extension; else zig-out/lib's. */
 #include "test_engine_util.h"
+#include "engine.h" /* MW_HDR_MARK */
+#include "test_spawn_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -141,6 +146,55 @@ static void child_crash(const char *path, int rd, int wr) {
   for (; n < 200; n++) tu_exec(db, "INSERT INTO t(who, pad) VALUES ('engine', randomblob(6000))");
   write_all(wr, &n, sizeof n);
   raise(SIGKILL);
+}
+
+/* After the log's replay (the first child's crash): commits until this process's own
+** compactor has written the file (page 1 among the pages), tells the parent how many
+** rows, and dies by SIGKILL too. */
+static void child_crash_compacted(const char *path, int rd, int wr) {
+  (void)rd;
+  sqlite3 *db = tu_open(path, "mw_log_max_mb=1");
+  int64_t c0 = tu_stat(db, MW_STAT_COMPACTIONS), n = 0;
+  for (; n < 200 || tu_stat(db, MW_STAT_COMPACTIONS) == c0; n++) {
+    CHECK(n < 20000);
+    tu_exec(db, "INSERT INTO t(who, pad) VALUES ('engine', randomblob(6000))");
+  }
+  write_all(wr, &n, sizeof n);
+  raise(SIGKILL);
+}
+
+/* With mw_mp=1, a process that joins (run as a new program: a forked copy of this one
+** would inherit its open database): says so (<path>.ready) once open, waits for
+** <path>.go (the first process has closed), commits until its own compactor has
+** written the file, leaves the number of rows in <path>.rows, and dies by SIGKILL. */
+static int child_mp_survivor(const char *path) {
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=1");
+  tu_make_file(path, ".ready");
+  tu_await_file(path, ".go");
+  int64_t c0 = tu_stat(db, MW_STAT_COMPACTIONS), n = 0;
+  for (; n < 200 || tu_stat(db, MW_STAT_COMPACTIONS) == c0; n++) {
+    CHECK(n < 20000);
+    tu_exec(db, "INSERT INTO t(who, pad) VALUES ('joiner', randomblob(6000))");
+  }
+  char f[400];
+  snprintf(f, sizeof f, "%s.rows", path);
+  FILE *fp = fopen(f, "w");
+  CHECK(fp != 0);
+  fprintf(fp, "%lld\n", (long long)n);
+  CHECK(fclose(fp) == 0);
+  raise(SIGKILL);
+  return 3;
+}
+
+/* The header's bytes 18 and 19 on disk carry the engine's mark. */
+static int marked_on_disk(const char *path) {
+  unsigned char v[2];
+  int fd = open(path, O_RDONLY);
+  CHECK(fd >= 0);
+  CHECK(pread(fd, v, 2, 18) == 2);
+  close(fd);
+  return v[0] == MW_HDR_MARK && v[1] == MW_HDR_MARK;
 }
 
 /* ---------------------------------------------------------------- cases */
@@ -307,6 +361,82 @@ static void crash_then_stock(const char *dir) {
          (long long)n);
 }
 
+/* Two crashes in a row: the process that replayed the first one's log and compacted
+** must keep the mark in the file (it wrote page 1 with the plain versions, 2 and 2: a
+** stock connection then read a half-compacted file and wrote rows that the next replay
+** overwrote, a malformed database). */
+static void crash_twice(const char *dir) {
+  char path[300], log[320];
+  snprintf(path, sizeof path, "%s/twice.db", dir);
+  snprintf(log, sizeof log, "%s-mw", path);
+  kid k;
+  int64_t n1 = 0, n2 = 0;
+  kid_start(&k, child_crash, path);
+  read_all(k.rd, &n1, sizeof n1);
+  CHECK(kid_wait(&k) == 128 + SIGKILL);
+  CHECK(marked_on_disk(path));
+  kid_start(&k, child_crash_compacted, path);
+  read_all(k.rd, &n2, sizeof n2);
+  CHECK(kid_wait(&k) == 128 + SIGKILL);
+  CHECK(access(log, F_OK) == 0);
+  if (!marked_on_disk(path)) {
+    fprintf(stderr, "%s: the second crash left its log beside a file without the mark\n", prog);
+    CHECK(0);
+  }
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_NOTADB);
+  CHECK(tu_try(s, "INSERT INTO t(who) VALUES ('stock')") == SQLITE_NOTADB);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  CHECK(count_rows(path) == n1 + n2); /* replays, closes: a plain database again */
+  CHECK(!marked_on_disk(path) && access(log, F_OK) != 0);
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == n1 + n2);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: two crashes in a row (%lld and %lld rows): the mark stayed, stock SQLite "
+         "refused until the replay\n", prog, (long long)n1, (long long)n2);
+}
+
+/* mw_mp=1: a process that joined a marked file, outlived the first one and compacted
+** keeps the mark in the file; killed then, it leaves its log beside a file that stock
+** SQLite must not read. */
+static void joiner_keeps_mark(const char *dir) {
+  char path[300], log[320];
+  snprintf(path, sizeof path, "%s/joiner.db", dir);
+  snprintf(log, sizeof log, "%s-mw", path);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT, pad BLOB)");
+  CHECK(marked_on_disk(path));
+  char *args[] = { "mp-survivor", path, 0 };
+  pid_t pid = tu_spawn(self_exe, 0, 0, args);
+  tu_await_child_file(path, ".ready", pid);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK); /* not the last: the joiner goes on alone */
+  tu_make_file(path, ".go");
+  CHECK(tu_wait_status(pid) == 128 + SIGKILL);
+  char f[400];
+  snprintf(f, sizeof f, "%s.rows", path);
+  FILE *fp = fopen(f, "r");
+  CHECK(fp != 0);
+  long long n = 0;
+  CHECK(fscanf(fp, "%lld", &n) == 1);
+  fclose(fp);
+  CHECK(access(log, F_OK) == 0);
+  if (!marked_on_disk(path)) {
+    fprintf(stderr, "%s: the joining process's compaction took the mark out of the file\n", prog);
+    CHECK(0);
+  }
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_NOTADB);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  CHECK(count_rows(path) == n);
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == n);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  printf("%s: a joining process outlived the first, compacted and died (%lld rows): the mark "
+         "stayed, stock SQLite refused until the replay\n", prog, (long long)n);
+}
+
 /* The re-executed child of crash_after_unmark: commits 20 rows and closes with the
 ** crash point close_after_unmark armed (the close aborts between clearing the header
 ** mark and deleting the log). */
@@ -442,6 +572,7 @@ static void rename_open(const char *dir) {
 
 int main(int argc, char **argv) {
   self_exe = argv[0];
+  if (argc == 3 && strcmp(argv[1], "mp-survivor") == 0) return child_mp_survivor(argv[2]);
   if (argc == 3 && strcmp(argv[1], "close-crash") == 0) {
     CHECK_RC(sqlite3_initialize(), SQLITE_OK);
     return child_close_crash(argv[2]);
@@ -472,7 +603,8 @@ int main(int argc, char **argv) {
   static const struct { const char *name; void (*fn)(const char *); } cases[] = {
     { "two_engines", two_engines }, { "two_shells", two_shells },
     { "stock_beside", stock_beside }, { "crash_then_stock", crash_then_stock },
-    { "crash_after_unmark", crash_after_unmark },
+    { "crash_after_unmark", crash_after_unmark }, { "crash_twice", crash_twice },
+    { "joiner_keeps_mark", joiner_keeps_mark },
     { "hard_links", hard_links }, { "rename_open", rename_open },
   };
   const char *only = getenv("MW_PROCESSES_CASE");

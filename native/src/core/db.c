@@ -314,7 +314,11 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   }
 #endif
   /* From the first commit on, the log may hold what the file does not: the mark
-  ** keeps stock SQLite out of the file until the last close, crash or not. */
+  ** keeps stock SQLite out of the file until the last close, crash or not. A file
+  ** marked already (a crash's log to replay, or other processes with mw_mp=1) keeps
+  ** it: this process's compactions write page 1 too, and without the mark in those
+  ** writes a crash left a log beside a file that stock SQLite would read and write. */
+  if (marked && !mw_guard_readonly(db->data)) mw_guard_keep_mark(db->data);
   if (!marked && !mw_guard_readonly(db->data)) {
     rc = mw_guard_set_mark(db->data, 1);
     if (rc != SQLITE_OK) {

@@ -221,6 +221,8 @@ int mw_guard_marked(sqlite3_file *f, int *pMarked) {
   return rc;
 }
 
+void mw_guard_keep_mark(sqlite3_file *f) { ((guard_file *)f)->marking = 1; }
+
 int mw_guard_set_mark(sqlite3_file *f, int on) {
   guard_file *g = (guard_file *)f;
   if (g->readonly) return SQLITE_READONLY;
