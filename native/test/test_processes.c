@@ -197,6 +197,29 @@ static int marked_on_disk(const char *path) {
   return v[0] == MW_HDR_MARK && v[1] == MW_HDR_MARK;
 }
 
+/* A killed process left its log beside path: the file carries the mark (else `why`),
+** stock SQLite can neither read nor write it, the engine's open replays `rows` rows, and
+** after its close the file is a plain database with them all. */
+static void check_left_marked(const char *path, int64_t rows, const char *why) {
+  char log[320];
+  snprintf(log, sizeof log, "%s-mw", path);
+  CHECK(access(log, F_OK) == 0);
+  if (!marked_on_disk(path)) {
+    fprintf(stderr, "%s: %s\n", prog, why);
+    CHECK(0);
+  }
+  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_NOTADB);
+  CHECK(tu_try(s, "INSERT INTO t(who) VALUES ('stock')") == SQLITE_NOTADB);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  CHECK(count_rows(path) == rows); /* replays, closes: a plain database again */
+  CHECK(!marked_on_disk(path) && access(log, F_OK) != 0);
+  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == rows);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+}
+
 /* ---------------------------------------------------------------- cases */
 
 /* Two processes through the engine. */
@@ -366,9 +389,8 @@ static void crash_then_stock(const char *dir) {
 ** stock connection then read a half-compacted file and wrote rows that the next replay
 ** overwrote, a malformed database). */
 static void crash_twice(const char *dir) {
-  char path[300], log[320];
+  char path[300];
   snprintf(path, sizeof path, "%s/twice.db", dir);
-  snprintf(log, sizeof log, "%s-mw", path);
   kid k;
   int64_t n1 = 0, n2 = 0;
   kid_start(&k, child_crash, path);
@@ -378,21 +400,7 @@ static void crash_twice(const char *dir) {
   kid_start(&k, child_crash_compacted, path);
   read_all(k.rd, &n2, sizeof n2);
   CHECK(kid_wait(&k) == 128 + SIGKILL);
-  CHECK(access(log, F_OK) == 0);
-  if (!marked_on_disk(path)) {
-    fprintf(stderr, "%s: the second crash left its log beside a file without the mark\n", prog);
-    CHECK(0);
-  }
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_NOTADB);
-  CHECK(tu_try(s, "INSERT INTO t(who) VALUES ('stock')") == SQLITE_NOTADB);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
-  CHECK(count_rows(path) == n1 + n2); /* replays, closes: a plain database again */
-  CHECK(!marked_on_disk(path) && access(log, F_OK) != 0);
-  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT count(*) FROM t") == n1 + n2);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  check_left_marked(path, n1 + n2, "the second crash left its log beside a file without the mark");
   printf("%s: two crashes in a row (%lld and %lld rows): the mark stayed, stock SQLite "
          "refused until the replay\n", prog, (long long)n1, (long long)n2);
 }
@@ -401,9 +409,8 @@ static void crash_twice(const char *dir) {
 ** keeps the mark in the file; killed then, it leaves its log beside a file that stock
 ** SQLite must not read. */
 static void joiner_keeps_mark(const char *dir) {
-  char path[300], log[320];
+  char path[300];
   snprintf(path, sizeof path, "%s/joiner.db", dir);
-  snprintf(log, sizeof log, "%s-mw", path);
   sqlite3 *db = tu_open(path, "mw_mp=1");
   tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT, pad BLOB)");
   CHECK(marked_on_disk(path));
@@ -420,19 +427,7 @@ static void joiner_keeps_mark(const char *dir) {
   long long n = 0;
   CHECK(fscanf(fp, "%lld", &n) == 1);
   fclose(fp);
-  CHECK(access(log, F_OK) == 0);
-  if (!marked_on_disk(path)) {
-    fprintf(stderr, "%s: the joining process's compaction took the mark out of the file\n", prog);
-    CHECK(0);
-  }
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_try(s, "SELECT count(*) FROM t") == SQLITE_NOTADB);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
-  CHECK(count_rows(path) == n);
-  s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT count(*) FROM t") == n);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  check_left_marked(path, n, "the joining process's compaction took the mark out of the file");
   printf("%s: a joining process outlived the first, compacted and died (%lld rows): the mark "
          "stayed, stock SQLite refused until the replay\n", prog, (long long)n);
 }
