@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "68b12fb53337810311539291b588d1fc5e0461f477e6e5878f8e71fbd71230dc",
-        "size": 1814264
+        "sha256": "3f8ab8f2aeba599bd2e0899b7723079f8012499b9e8cc546a5e79ba3d659c2f4",
+        "size": 1814344
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "5f68d847af99f60a9fda2eb1fd565002baf097a337cc42d9089708f9e1b00bdd",
-        "size": 255248
+        "sha256": "4f61dd60de9a957051c9dc5f7bf93756de8750bf4ac75f2ea7609faa41694c37",
+        "size": 255328
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "491f977434c59a8121562d97280a112d7fd67c79ac57e599407e4948da7cb673",
-        "size": 1757488
+        "sha256": "1174734cb59865d758092a01d9e2b3f0ed150d1650fb0ad80e09b1ff9ad16bae",
+        "size": 1757552
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "a62822147a0582c136ff5dcf2cc35f1dce27150cd676fc6ce043016e0a48ad4e",
-        "size": 247768
+        "sha256": "6a50230fa0756da7009b1087eb28765ed40af34f4aae7c7493d0262e5bc544da",
+        "size": 247832
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "6aa963ad8ceaf52d8f4c00ddd9d9a8622b7226175855f1935166e0ff162ae8f8",
-        "size": 1812232
+        "sha256": "971422f26fce65365bca0c6228d3d5ed8615bb8bb609800cfbca97f1b51031c1",
+        "size": 1812312
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "7c468bb3921c9434db0674f7bc4d0ed07493b80a09da56fba9e266d281dc8043",
-        "size": 254520
+        "sha256": "c18cef0adedb0b45fa8426cac874ab6a0d929f1fe5e4904590e405168a0c2a61",
+        "size": 254600
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f99cc4b35e3161ae942fb24dfc5da9bd0c80fb3ef812f059ce8f2df9fa640f62",
-        "size": 1755768
+        "sha256": "f32d24bfdeac89de482ef9295e63925e3d7e12707248efc948ba25366aebfc1b",
+        "size": 1755832
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "eb3b9f83eb2d3b45b365e3d6c74d360d5a8722a5a6477117e3065c381886155f",
-        "size": 247256
+        "sha256": "784c995563e7c8ce44cd367d7b2e7d4bc30b1c7872514694fded4829c39e7f2b",
+        "size": 247320
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "456958cddce884074aab1f093303a68e88e7328799b39e046659537a56c7f2c1",
-        "size": 1768977
+        "sha256": "4ef50f829154190872669726660a39826e0a08206dc730337e9550f0ad6f2ef8",
+        "size": 1769013
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "7dfb25b9e7b1019b26d03175b8ae8cb0155b7583ea2613d4d2024bdaae349350",
-        "size": 255772
+        "sha256": "79874013110769b2e8cb607ae5e4f8e9107ed3ec9cecac6fd4839b837541c96c",
+        "size": 255808
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "d4d5dd928d469d3f80443c8bce44d8fa922010794238965eb933fee6087689ba",
-        "size": 1848976
+        "sha256": "a3c042bba9598064d5da2bd239b40e563470f4a3e9f454a59a828d25affa16c1",
+        "size": 1849024
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "d749b39a0c1f3543d36cc4ff377328d19b354f67044f12c55ef19d8867225896",
-        "size": 295208
+        "sha256": "af940702b4509e2790cf6c2391e5322a443ccfeb901f06f53ef7708237b9e544",
+        "size": 295256
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "7c2bad5f2723ffac10916d814ec88c99cdeee96dd701655b66ab0d4122ddafe4",
-        "size": 1675776
+        "sha256": "1f4b8c5348e481eb44fd650ba39af17952df12c6ac73801d7150aa6fed816ced",
+        "size": 1676288
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "c3ecf2e06a2a48dc7f8204fbc6e4a0fb91a1a28aa39dbdb24a30b8ab6b5d8fa1",
+        "sha256": "cbe71dd847095450da7802ff05bd764384f64b3773bfffec6c2703f8732a1ac9",
         "size": 178176
       }
     }
