@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "6c8f11601d7804953e741939d61bdb76af03103ac69cab717c2e1fb0b3275dff",
-        "size": 1814840
+        "sha256": "3f8ab8f2aeba599bd2e0899b7723079f8012499b9e8cc546a5e79ba3d659c2f4",
+        "size": 1814344
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "29d7f5fdccd3d2351a603d61babaa7a2018a04a78fb4e98fb2f53b43464afdd1",
-        "size": 255888
+        "sha256": "4f61dd60de9a957051c9dc5f7bf93756de8750bf4ac75f2ea7609faa41694c37",
+        "size": 255328
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "de52233ed5fa0f87407427724ed0578c06804082d501cadacfa3c799873670c2",
-        "size": 1758104
+        "sha256": "1174734cb59865d758092a01d9e2b3f0ed150d1650fb0ad80e09b1ff9ad16bae",
+        "size": 1757552
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "5e7b0fe833d23aff7956e11c18b46c81f7594c2db91b48bf12a077b9612c1a95",
-        "size": 248400
+        "sha256": "6a50230fa0756da7009b1087eb28765ed40af34f4aae7c7493d0262e5bc544da",
+        "size": 247832
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "61373429612ecaaef79c89ce78760c268ec22f3f9db5987281fc483aec6988d0",
-        "size": 1812824
+        "sha256": "971422f26fce65365bca0c6228d3d5ed8615bb8bb609800cfbca97f1b51031c1",
+        "size": 1812312
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "b179bbd77873f23fae848e9b0082adff3a2fa5049891204e833d4f05d8b85c23",
-        "size": 255144
+        "sha256": "c18cef0adedb0b45fa8426cac874ab6a0d929f1fe5e4904590e405168a0c2a61",
+        "size": 254600
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f71e80facfc0e54b88e1c5613e1e2c3c6a8de0d091d3d21618afc172fac8bac9",
-        "size": 1756352
+        "sha256": "f32d24bfdeac89de482ef9295e63925e3d7e12707248efc948ba25366aebfc1b",
+        "size": 1755832
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "d090ba477013ab361f23178bd6e3864c2445401487a0fd1cfc6da5a5e0b11fb4",
-        "size": 247856
+        "sha256": "784c995563e7c8ce44cd367d7b2e7d4bc30b1c7872514694fded4829c39e7f2b",
+        "size": 247320
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "5164c77448ec783b7d2af577aa0950002e92b57c6d278f6fb4f7be71d78db1c0",
-        "size": 1769280
+        "sha256": "4ef50f829154190872669726660a39826e0a08206dc730337e9550f0ad6f2ef8",
+        "size": 1769013
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "dfb071c943f543c3ef788ac82c7eff00b9c8ca522f9dcb612c779cfb256ab366",
-        "size": 256067
+        "sha256": "79874013110769b2e8cb607ae5e4f8e9107ed3ec9cecac6fd4839b837541c96c",
+        "size": 255808
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "39b496fbecb03a35561d40cf7624268f10d62a0a8155da32dfee1c766672eafd",
-        "size": 1849312
+        "sha256": "a3c042bba9598064d5da2bd239b40e563470f4a3e9f454a59a828d25affa16c1",
+        "size": 1849024
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "636118a35287a7537848e7682553f57a4c0391acbce5f50574126d08e224fcd4",
-        "size": 295544
+        "sha256": "af940702b4509e2790cf6c2391e5322a443ccfeb901f06f53ef7708237b9e544",
+        "size": 295256
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "6e417295d19abd1769c6e509e91908efc1b298abf8a7b4df4ca0ad3f0abddf7e",
-        "size": 1676800
+        "sha256": "1f4b8c5348e481eb44fd650ba39af17952df12c6ac73801d7150aa6fed816ced",
+        "size": 1676288
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "64d4688e081ad9a911e40a9bf15780aea9cbb21853242c798a26b5bd262917fd",
-        "size": 178688
+        "sha256": "cbe71dd847095450da7802ff05bd764384f64b3773bfffec6c2703f8732a1ac9",
+        "size": 178176
       }
     }
   }
