@@ -14,9 +14,6 @@
 **  - two crashes in a row: the process that replayed the first log and compacted keeps
 **    the mark in the file, so stock SQLite stays out until the second replay; with
 **    mw_mp=1 a process that joined, outlived the first and compacted keeps it too;
-**  - a child forked from a process with the database open: its own open is refused
-**    (another process has it), closing the inherited connection leaves the parent's
-**    database alone, and with mw_mp=1 it joins and commits;
 **  - one process, one file under two names (hard links) or renamed while open: one
 **    database; a new file made at the old name while the old one is open is refused.
 ** argv[1] (from build.zig): the loadable extension; else zig-out/lib's. */
@@ -435,65 +432,6 @@ static void joiner_keeps_mark(const char *dir) {
          "stayed, stock SQLite refused until the replay\n", prog, (long long)n);
 }
 
-/* fork() of a process that has the database open. The child of a process with an engine
-** database open used to find the parent's database in the engine's inherited state: its
-** open succeeded and its commits were acknowledged into state that nobody saw (lost);
-** with mw_mp=1 it hung on the background workers' copied condition variable. */
-static sqlite3 *forked_parent_db;
-static void child_forked(const char *path, int rd, int wr) {
-  (void)rd;
-  char msg[1024];
-  int r = try_engine_open(path, msg, sizeof msg); /* default: another process has it */
-  int refused = r != SQLITE_OK && strstr(msg, "open in another process") != 0;
-  /* Closing the inherited connection leaves the parent's database alone (its log, its mark). */
-  int closed = sqlite3_close(forked_parent_db) == SQLITE_OK;
-  char uri[600];
-  snprintf(uri, sizeof uri, "%s.mp", path);
-  sqlite3 *mp = tu_open(uri, "mw_mp=1"); /* joins the parent's mw_mp=1 database */
-  for (int i = 0; i < 50; i++) tu_exec(mp, "INSERT INTO t(who) VALUES ('child')");
-  CHECK_RC(sqlite3_close(mp), SQLITE_OK);
-  char res[2] = { refused ? 'y' : 'n', closed ? 'y' : 'n' };
-  write_all(wr, res, 2);
-}
-
-static void forked_child(const char *dir) {
-  char path[300], mpp[320], log[320];
-  snprintf(path, sizeof path, "%s/forked.db", dir);
-  snprintf(mpp, sizeof mpp, "%s.mp", path);
-  snprintf(log, sizeof log, "%s-mw", path);
-  sqlite3 *db = tu_open(path, "");
-  tu_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT)");
-  tu_exec(db, "INSERT INTO t(who) VALUES ('parent')");
-  sqlite3 *mp = tu_open(mpp, "mw_mp=1");
-  tu_exec(mp, "CREATE TABLE t(id INTEGER PRIMARY KEY, who TEXT)");
-  forked_parent_db = db;
-  kid k;
-  kid_start(&k, child_forked, path);
-  char res[2];
-  read_all(k.rd, res, 2);
-  CHECK(kid_wait(&k) == 0);
-  if (res[0] != 'y' || res[1] != 'y') {
-    fprintf(stderr, "%s: forked child: open refused %c, inherited close ok %c\n", prog, res[0], res[1]);
-    CHECK(0);
-  }
-  CHECK(access(log, F_OK) == 0); /* the child's close of the inherited connection kept it */
-  tu_exec(db, "INSERT INTO t(who) VALUES ('parent')");
-  CHECK(tu_int(db, "SELECT count(*) FROM t") == 2);
-  CHECK_RC(sqlite3_close(db), SQLITE_OK);
-  CHECK(tu_int(mp, "SELECT count(*) FROM t WHERE who = 'child'") == 50);
-  CHECK_RC(sqlite3_close(mp), SQLITE_OK);
-  sqlite3 *s = tu_open_stock(path, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT count(*) FROM t") == 2);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
-  s = tu_open_stock(mpp, SQLITE_OPEN_READWRITE);
-  CHECK(tu_integrity_ok(s));
-  CHECK(tu_int(s, "SELECT count(*) FROM t") == 50);
-  CHECK_RC(sqlite3_close(s), SQLITE_OK);
-  printf("%s: a forked child: its open of the parent's database refused, the inherited "
-         "connection closed harmlessly, 50 rows committed with mw_mp=1 beside the parent\n", prog);
-}
-
 /* The re-executed child of crash_after_unmark: commits 20 rows and closes with the
 ** crash point close_after_unmark armed (the close aborts between clearing the header
 ** mark and deleting the log). */
@@ -661,7 +599,7 @@ int main(int argc, char **argv) {
     { "two_engines", two_engines }, { "two_shells", two_shells },
     { "stock_beside", stock_beside }, { "crash_then_stock", crash_then_stock },
     { "crash_after_unmark", crash_after_unmark }, { "crash_twice", crash_twice },
-    { "joiner_keeps_mark", joiner_keeps_mark }, { "forked_child", forked_child },
+    { "joiner_keeps_mark", joiner_keeps_mark },
     { "hard_links", hard_links }, { "rename_open", rename_open },
   };
   const char *only = getenv("MW_PROCESSES_CASE");
