@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "3f8ab8f2aeba599bd2e0899b7723079f8012499b9e8cc546a5e79ba3d659c2f4",
-        "size": 1814344
+        "sha256": "ea137b054686588db5b16a588e083ced0e7125c557c8ac3cf8dbbb51881aed85",
+        "size": 1814808
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "4f61dd60de9a957051c9dc5f7bf93756de8750bf4ac75f2ea7609faa41694c37",
-        "size": 255328
+        "sha256": "e0b19634b009b82c07bfc0277fdbb30d17d64450cafbed09c0fe040daae364b7",
+        "size": 255856
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "1174734cb59865d758092a01d9e2b3f0ed150d1650fb0ad80e09b1ff9ad16bae",
-        "size": 1757552
+        "sha256": "1a66e6d0a8e7d23589f6b1ac5b5541c9d5f8c761feb63a197a2d71eb48a23611",
+        "size": 1758088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "6a50230fa0756da7009b1087eb28765ed40af34f4aae7c7493d0262e5bc544da",
-        "size": 247832
+        "sha256": "bde7c7d2ccc1c6e6b69bd35a8515e1a573b229f5a6d4a7ad915a980e538a4c87",
+        "size": 248384
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "971422f26fce65365bca0c6228d3d5ed8615bb8bb609800cfbca97f1b51031c1",
-        "size": 1812312
+        "sha256": "f8729e7786776b0e9589d12137ea8d61d7800f9eafd89cc5e9a56e15ee89d7a6",
+        "size": 1812792
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "c18cef0adedb0b45fa8426cac874ab6a0d929f1fe5e4904590e405168a0c2a61",
-        "size": 254600
+        "sha256": "437c89b7479bfae4518e436a19b63bc22839b7679d1fbc7a9983c70448809167",
+        "size": 255112
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f32d24bfdeac89de482ef9295e63925e3d7e12707248efc948ba25366aebfc1b",
-        "size": 1755832
+        "sha256": "ea5eec3c5d7acea2bbca7db4a511ca15a16c399bdd564cf5abb5faf3388f9dc0",
+        "size": 1756336
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "784c995563e7c8ce44cd367d7b2e7d4bc30b1c7872514694fded4829c39e7f2b",
-        "size": 247320
+        "sha256": "04c8eeb37b36a0b30e737e9e72ea4289a217cfaec02f9653a386c3f1292f9385",
+        "size": 247824
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "4ef50f829154190872669726660a39826e0a08206dc730337e9550f0ad6f2ef8",
-        "size": 1769013
+        "sha256": "9b86c3706da41ed482f53b4a43ed3537b5ec10f362a583e8cf7c802e72cbe39f",
+        "size": 1769280
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "79874013110769b2e8cb607ae5e4f8e9107ed3ec9cecac6fd4839b837541c96c",
-        "size": 255808
+        "sha256": "159490589b6fecc13e2d7f53598daac14f18d6fd4e31199006717e12811173d8",
+        "size": 256067
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "a3c042bba9598064d5da2bd239b40e563470f4a3e9f454a59a828d25affa16c1",
-        "size": 1849024
+        "sha256": "e8b91d527d6ae3ba79b7c9603f480f34f3fcb292469523fd71eb7b32c9f5366f",
+        "size": 1849312
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "af940702b4509e2790cf6c2391e5322a443ccfeb901f06f53ef7708237b9e544",
-        "size": 295256
+        "sha256": "4c1aa089f6e15e0ce1d0d187660b34bdce7d09b94172360b9e95548a73f12cba",
+        "size": 295544
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "1f4b8c5348e481eb44fd650ba39af17952df12c6ac73801d7150aa6fed816ced",
-        "size": 1676288
+        "sha256": "ba2e7ffb1054c4cf366ab1efbb4775e3f16df8358741bcea65c946c8ecda5237",
+        "size": 1676800
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "cbe71dd847095450da7802ff05bd764384f64b3773bfffec6c2703f8732a1ac9",
-        "size": 178176
+        "sha256": "2bc3ac1d53b92108e01c53bc2c8abcdc60d74b404c2f60974d4fdc7dc07fe806",
+        "size": 178688
       }
     }
   }

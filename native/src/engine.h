@@ -168,6 +168,7 @@ struct mw_db {
   mw_file_id id;               /* what the registry knows it by (guard.c) */
   mw_db *next;                 /* registry of open databases */
   int refs;                    /* lanes open on it (registry_mu; atomic: txn_end reads it) */
+  uint64_t pid;                /* the process that opened it (a forked child inherits it) */
   int page_size;
   mw_opts opts;                /* of the first opener */
   sqlite3_vfs *root;

@@ -20,6 +20,19 @@ static mw_db *registry;
 
 /* ---------------------------------------------------------------- registry */
 
+/* A child made by fork() inherits the parent's registry: the parent's databases,
+** their locks held by the parent, their background threads gone. It must not find
+** them: its own open of the file then meets the parent's lock like any other process
+** (a second process is refused, or joins with mw_mp=1), where it used to share the
+** parent's state and commit into the parent's log unseen (acknowledged, then lost).
+** The inherited ones stay in memory, reachable from their connections only
+** (mw_db_release leaves them alone). */
+static int registry_fork_hooked;
+static void registry_forked(void) {
+  mw_mutex_init(&registry_mu);
+  registry = 0;
+}
+
 /* Databases are known by file identity, not by name: two hard links of one file,
 ** or a file opened again under the name it was renamed to, are one database. */
 static mw_db *find_locked(const mw_file_id *id) {
@@ -186,6 +199,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     return SQLITE_NOMEM;
   }
   strcpy(db->path, zPath);
+  db->pid = mw_process_id();
   db->id = *id;
   db->root = root;
   db->opts = *o;
@@ -318,10 +332,10 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   ** marked already (a crash's log to replay, or other processes with mw_mp=1) keeps
   ** it: this process's compactions write page 1 too, and without the mark in those
   ** writes a crash left a log beside a file that stock SQLite would read and write. */
-  if (marked && !mw_guard_readonly(db->data)) mw_guard_keep_mark(db->data);
-  if (!marked && !mw_guard_readonly(db->data)) {
-    rc = mw_guard_set_mark(db->data, 1);
-    if (rc != SQLITE_OK) {
+  if (!mw_guard_readonly(db->data)) {
+    if (marked) {
+      mw_guard_keep_mark(db->data);
+    } else if ((rc = mw_guard_set_mark(db->data, 1)) != SQLITE_OK) {
 #if MW_USE_LOG
       mw_log_close(db->log, 0);
 #endif
@@ -366,6 +380,10 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
     return rc;
   }
   mw_mutex_lock(&registry_mu);
+  if (!registry_fork_hooked) {
+    registry_fork_hooked = 1;
+    mw_at_fork_child(registry_forked);
+  }
   mw_db *db = find_locked(&id);
   for (mw_db *d = registry; d && db == 0 && rc == SQLITE_OK; d = d->next) {
     /* Another file under the name of an open one (renamed or deleted, and a new file
@@ -401,6 +419,13 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
 int mw_db_release(mw_db *db) {
   int rc = SQLITE_OK;
   mw_mutex_lock(&registry_mu);
+  /* A connection inherited through fork() and closed in the child: the database is
+  ** the parent's (its log, its mark, its other processes); nothing of it is touched. */
+  if (db->pid != mw_process_id()) {
+    __atomic_sub_fetch(&db->refs, 1, __ATOMIC_RELAXED);
+    mw_mutex_unlock(&registry_mu);
+    return SQLITE_OK;
+  }
   if (__atomic_sub_fetch(&db->refs, 1, __ATOMIC_RELAXED) > 0) {
     mw_mutex_unlock(&registry_mu);
     return SQLITE_OK;

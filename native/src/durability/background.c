@@ -79,6 +79,19 @@ static void *worker_main(void *arg) {
   return 0;
 }
 
+/* A child made by fork() has none of the workers (only the forking thread is copied),
+** and bg_mu and bg_cv may have been copied in use: it starts with an empty pool. The
+** jobs of the databases it inherited never run there (db.c leaves those alone). */
+static int bg_fork_hooked;
+static void bg_forked(void) {
+  mw_mutex_init(&bg_mu);
+  mw_cond_init(&bg_cv);
+  bg_jobs = 0;
+  bg_njobs = 0;
+  bg_nthreads = 0;
+  bg_generation++;
+}
+
 int mw_bg_add(mw_bg_job *job, uint64_t (*step)(void *), void *arg, uint64_t first_ns) {
   job->step = step;
   job->arg = arg;
@@ -86,6 +99,10 @@ int mw_bg_add(mw_bg_job *job, uint64_t (*step)(void *), void *arg, uint64_t firs
   job->runs = 0;
   job->due = first_ns ? mw_now_ns() + first_ns : 0;
   mw_mutex_lock(&bg_mu);
+  if (!bg_fork_hooked) {
+    bg_fork_hooked = 1;
+    mw_at_fork_child(bg_forked);
+  }
   int want = bg_njobs + 1 < MW_BG_WORKERS ? bg_njobs + 1 : MW_BG_WORKERS;
   while (bg_nthreads < want) {
     if (mw_thread_start(&bg_threads[bg_nthreads], worker_main,

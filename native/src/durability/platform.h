@@ -70,6 +70,10 @@ void mw_thread_join(mw_thread t);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t mw_now_ns(void);
+/* This process's id (a child made by fork() has another one). */
+uint64_t mw_process_id(void);
+/* Has fn run in the child process after each fork() (POSIX; Windows has no fork). */
+void mw_at_fork_child(void (*fn)(void));
 /* Sleeps for about us microseconds. */
 void mw_sleep_us(unsigned us);
 

@@ -61,6 +61,10 @@ uint64_t mw_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t mw_process_id(void) { return (uint64_t)getpid(); }
+
+void mw_at_fork_child(void (*fn)(void)) { (void)pthread_atfork(0, 0, fn); }
+
 void mw_sleep_us(unsigned us) {
   struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L };
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
