@@ -114,10 +114,26 @@ export const MUTANTS = [
   {
     id: "guard-marked-file-loses-mark",
     file: "core/db.c",
-    find: "  if (marked && !mw_guard_readonly(db->data)) mw_guard_keep_mark(db->data);\n",
+    find: "      mw_guard_keep_mark(db->data);\n",
     replace: "",
     tests: ["test_processes"],
     why: "a process that opens a file marked already (a crash's log to replay, or other mw_mp=1 processes) writes page 1 without the mark: a crash then leaves a log beside a file that stock SQLite reads and writes, and the replay corrupts it",
+  },
+  {
+    id: "exit-close-not-registered",
+    file: "core/db.c",
+    find: "    mw_at_process_exit(registry_at_exit);\n",
+    replace: "",
+    tests: ["test_engine_exit"],
+    why: "a database left open at exit (a Bun Worker still running or terminated, a program that never closed) keeps its log and its mark: stock SQLite reads the file as \"not a database\" until the next engine open",
+  },
+  {
+    id: "exit-close-commits-not-refused",
+    file: "core/db.c",
+    find: "  db->broken = rc != SQLITE_OK ? rc : SQLITE_IOERR_CLOSE;\n",
+    replace: "  db->broken = rc;\n",
+    tests: ["test_engine_exit"],
+    why: "a thread that commits after its database was closed at exit writes into the closed log's descriptor (perhaps another file's by then) instead of being refused",
   },
   {
     id: "log-emptied-drops-unfiled-records",

@@ -16,6 +16,8 @@ function runChild(path: string, how: string[]): string {
   return execFileSync(process.execPath, args, { stdio: "pipe", timeout: 60_000, encoding: "utf8" });
 }
 
+const workerMain = fileURLToPath(new URL("./fixtures/exit-worker-main.ts", import.meta.url));
+
 describe("databases left open at exit", () => {
   for (const how of [[], ["exit"]]) {
     it(`are closed when the process ends ${how.length ? "through process.exit()" : "normally"}`, () => {
@@ -25,6 +27,23 @@ describe("databases left open at exit", () => {
       expect(readdirSync(dir)).toEqual(["left.db"]);
       const db = new Database(path);
       expect(db.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 1 });
+      db.close();
+    });
+  }
+
+  // A Worker's database is not closed by the package's exit listener (it runs on the main
+  // thread only, and Bun runs none in a Worker that is still running, terminated or
+  // unref'd): the engine closes it at exit (exit() under Deno, quick_exit() under Bun).
+  const workerEnds = runtime === "bun" ? ["running", "terminated", "unref"] : ["running", "terminated"];
+  for (const how of workerEnds) {
+    it(`are closed when the process ends with a Worker ${how} that left one open`, () => {
+      const dir = tempDir();
+      const path = join(dir, "worker.db");
+      const args = runtime === "bun" ? [workerMain, path, how] : ["run", "-A", workerMain, path, how];
+      execFileSync(process.execPath, args, { stdio: "pipe", timeout: 60_000, encoding: "utf8" });
+      expect(readdirSync(dir)).toEqual(["worker.db"]);
+      const db = new Database(path);
+      expect(db.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 50 });
       db.close();
     });
   }

@@ -1,7 +1,8 @@
 /*
 ** db.c: the shared state of one open database in this process (mw_db): the
 ** registry of open databases, the first open (conversion to WAL, the log and its
-** replay into the store), the last close (full compaction, log removed), the
+** replay into the store), the last close (full compaction, log removed) and the
+** same at process exit for databases nobody closed, the
 ** snapshot registry with the threads that use each transaction and the release of
 ** those whose threads all ended (owner.c), and reads of the database file.
 **
@@ -27,7 +28,8 @@ static mw_db *registry;
 ** parent's state and commit into the parent's log unseen (acknowledged, then lost).
 ** The inherited ones stay in memory, reachable from their connections only
 ** (mw_db_release leaves them alone). */
-static int registry_fork_hooked;
+static int registry_hooked; /* registry_forked and registry_at_exit registered */
+static void registry_at_exit(void);
 static void registry_forked(void) {
   mw_mutex_init(&registry_mu);
   registry = 0;
@@ -380,9 +382,10 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
     return rc;
   }
   mw_mutex_lock(&registry_mu);
-  if (!registry_fork_hooked) {
-    registry_fork_hooked = 1;
+  if (!registry_hooked) {
+    registry_hooked = 1;
     mw_at_fork_child(registry_forked);
+    mw_at_process_exit(registry_at_exit);
   }
   mw_db *db = find_locked(&id);
   for (mw_db *d = registry; d && db == 0 && rc == SQLITE_OK; d = d->next) {
@@ -416,6 +419,38 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
   return rc;
 }
 
+/* Nothing in flight on the database (under db->mu): no transaction, no read, no
+** commit between its epoch and its visibility, no turn, no failed log. */
+static int quiet_locked(mw_db *db) {
+  if (db->active || db->assigned != db->visible || db->broken || db->turn) return 0;
+  for (mw_lane *x = db->lanes; x; x = x->next_in_db)
+    if (x->reg) return 0;
+  return 1;
+}
+
+/* The end of the last close (of the last process, with mw_mp=1; the compactor
+** stopped): everything into the file, then the mark goes (the file alone is the
+** database again), then the log. A crash between the two leaves a log whose base is
+** its last epoch: its replay changes nothing. Where the file does not get everything
+** (an error, or not alone) the log stays, as after a crash. keep_log keeps the log's
+** memory (the close at exit, finish_at_exit). */
+static int finish(mw_db *db, int alone, int rc, int keep_log) {
+  if (rc == SQLITE_OK && alone) rc = db->broken ? db->broken : mw_compact_now(db, MW_COMPACT_LAST);
+  int clean = alone && rc == SQLITE_OK && db->compacted == db->visible;
+  if (clean && !mw_guard_readonly(db->data)) {
+    rc = mw_guard_set_mark(db->data, 0);
+    clean = rc == SQLITE_OK;
+    if (clean) mw_crash_point("close_after_unmark");
+  }
+#if MW_USE_LOG
+  int rc2 = keep_log ? mw_log_shut(db->log, clean) : mw_log_close(db->log, clean);
+  if (rc == SQLITE_OK) rc = rc2;
+#else
+  (void)keep_log;
+#endif
+  return rc;
+}
+
 int mw_db_release(mw_db *db) {
   int rc = SQLITE_OK;
   mw_mutex_lock(&registry_mu);
@@ -437,24 +472,56 @@ int mw_db_release(mw_db *db) {
   ** leave the log to it. */
   int alone = 1;
   if (db->mp) rc = mw_mp_leave(db, &alone);
-  /* Last close: everything into the file, then the mark goes (the file alone is
-  ** the database again), then the log. A crash between the two leaves a log whose
-  ** base is its last epoch: its replay changes nothing. */
-  if (rc == SQLITE_OK && alone) rc = db->broken ? db->broken : mw_compact_now(db, MW_COMPACT_LAST);
-  int clean = alone && rc == SQLITE_OK && db->compacted == db->visible;
-  if (clean && !mw_guard_readonly(db->data)) {
-    rc = mw_guard_set_mark(db->data, 0);
-    clean = rc == SQLITE_OK;
-    if (clean) mw_crash_point("close_after_unmark");
-  }
-#if MW_USE_LOG
-  int rc2 = mw_log_close(db->log, clean);
-  if (rc == SQLITE_OK) rc = rc2;
-#endif
+  rc = finish(db, alone, rc, 0);
   if (db->mp) mw_mp_left(db, alone);
   db_free(db);
   mw_mutex_unlock(&registry_mu);
   return rc;
+}
+
+/* ---------------------------------------------------------------- process exit */
+
+/* A database still open when the process exits normally (a Bun Worker still running or
+** terminated, a program that never closed its connection) is finished as its last
+** close would finish it, so that a normal exit leaves only the .db, as a stock
+** connection's exit leaves no -wal. Only once nothing is in flight on it (a running
+** thread may be inside a transaction; a terminated one's is released): the wait for
+** that is bounded, and a database that does not get there is left as a crash leaves
+** it (its log is replayed at the next open; nothing is lost). The other threads may
+** run until the process ends: the database stays allocated and registered, reads go
+** on (the file holds everything), and every commit is refused (db->broken), so that
+** nothing is acknowledged into the removed log. With mw_mp=1 the database is left to
+** the other processes and the next open, as a process's death is. */
+#define EXIT_WAIT_MS 1000
+
+static void finish_at_exit(mw_db *db, uint64_t deadline) {
+  if (db->mp || db->pid != mw_process_id()) return;
+  mw_mutex_lock(&db->mu);
+  int quiet;
+  while (!(quiet = quiet_locked(db)) && !db->broken && mw_now_ns() < deadline) {
+    mw_db_release_orphans_locked(db); /* transactions of terminated Workers */
+    if (!quiet_locked(db)) mw_cond_timedwait_ms(&db->cv, &db->mu, 1);
+  }
+  if (quiet) db->frozen = 1; /* no snapshot starts until the end below */
+  mw_mutex_unlock(&db->mu);
+  if (!quiet) return;
+  __atomic_add_fetch(&db->refs, 1, __ATOMIC_RELAXED); /* no last close after this one */
+  mw_compactor_stop(db);
+  int rc = finish(db, 1, SQLITE_OK, 1);
+  mw_mutex_lock(&db->mu);
+  db->broken = rc != SQLITE_OK ? rc : SQLITE_IOERR_CLOSE;
+  db->frozen = 0;
+  mw_cond_broadcast(&db->cv);
+  mw_mutex_unlock(&db->mu);
+}
+
+static void registry_at_exit(void) {
+  static int ran;
+  if (__atomic_exchange_n(&ran, 1, __ATOMIC_ACQ_REL)) return; /* exit, then quick_exit */
+  uint64_t deadline = mw_now_ns() + (uint64_t)EXIT_WAIT_MS * 1000000u;
+  mw_mutex_lock(&registry_mu);
+  for (mw_db *d = registry; d; d = d->next) finish_at_exit(d, deadline);
+  mw_mutex_unlock(&registry_mu);
 }
 
 /* ---------------------------------------------------------------- reformat */
@@ -493,8 +560,9 @@ int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   ** or compacted for it (checked again under the lock below). */
   mw_mutex_lock(&l->db->mu);
   uint32_t pages = l->db->visible_size;
+  int broken = l->db->broken; /* closed at exit: its compactor stays stopped */
   mw_mutex_unlock(&l->db->mu);
-  if (pages > 1) return SQLITE_OK;
+  if (pages > 1 || broken) return SQLITE_OK;
   /* mw_mp=1: other processes hold the log and their own stores of this file; an
   ** empty database is not written again under them (lane.c says so). */
   if (l->db->mp) return SQLITE_MISUSE;
@@ -515,10 +583,7 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   ** held meanwhile: the store's stripes are taken before db->mu everywhere. */
   mw_compactor_stop(db);
   mw_mutex_lock(&db->mu);
-  int idle = db->active == 0 && db->assigned == db->visible && !db->broken && db->turn == 0 &&
-             db->visible_size <= 1;
-  for (mw_lane *x = db->lanes; x; x = x->next_in_db)
-    if (x->reg) idle = 0;
+  int idle = quiet_locked(db) && db->visible_size <= 1;
   if (idle) db->frozen = 1;
   mw_mutex_unlock(&db->mu);
   int rc = SQLITE_OK, go = 0;

@@ -1575,6 +1575,12 @@ uint64_t mw_log_size(mw_log *log) {
 }
 
 int mw_log_close(mw_log *log, int remove) {
+  int rc = mw_log_shut(log, remove);
+  if (log) free_log(log);
+  return rc;
+}
+
+int mw_log_shut(mw_log *log, int remove) {
   if (!log) return SQLITE_OK;
   __atomic_store_n(&log->stop_growth, 1, __ATOMIC_RELEASE); /* no commit follows */
   if (log->grower_running) {
@@ -1605,6 +1611,5 @@ int mw_log_close(mw_log *log, int remove) {
     if (rc == SQLITE_OK) rc = r2;
   }
   mw_mutex_unlock(&log->cmp_mu);
-  free_log(log);
   return rc;
 }

@@ -234,5 +234,9 @@ uint64_t mw_log_syncs(mw_log *log);
 ** writes and syncs in flight. With remove set (the last close after a full compaction)
 ** the file is deleted durably (unlink, then a sync of the directory). */
 int mw_log_close(mw_log *log, int remove);
+/* mw_log_close without freeing the log (the close of a database at process exit, which
+** other threads may still reach until the end): the calls that only read counters stay
+** valid; nothing may be written through it any more. */
+int mw_log_shut(mw_log *log, int remove);
 
 #endif /* MW_LOG_H */

@@ -74,6 +74,11 @@ uint64_t mw_now_ns(void);
 uint64_t mw_process_id(void);
 /* Has fn run in the child process after each fork() (POSIX; Windows has no fork). */
 void mw_at_fork_child(void (*fn)(void));
+/* Has fn run when the process exits normally: exit() (Deno), and on Linux quick_exit()
+** too (Bun ends with it). fn runs on the exiting thread while the others still run.
+** Windows: never (threads are killed before a DLL's exit handlers, perhaps holding the
+** engine's locks). */
+void mw_at_process_exit(void (*fn)(void));
 /* Sleeps for about us microseconds. */
 void mw_sleep_us(unsigned us);
 

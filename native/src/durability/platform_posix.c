@@ -65,6 +65,14 @@ uint64_t mw_process_id(void) { return (uint64_t)getpid(); }
 
 void mw_at_fork_child(void (*fn)(void)) { (void)pthread_atfork(0, 0, fn); }
 
+void mw_at_process_exit(void (*fn)(void)) {
+  /* A failed registration leaves the database as a crash would: nothing is lost. */
+  (void)atexit(fn);
+#if defined(__linux__)
+  (void)at_quick_exit(fn);
+#endif
+}
+
 void mw_sleep_us(unsigned us) {
   struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L };
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}

@@ -89,6 +89,8 @@ uint64_t mw_process_id(void) { return (uint64_t)GetCurrentProcessId(); }
 
 void mw_at_fork_child(void (*fn)(void)) { (void)fn; }
 
+void mw_at_process_exit(void (*fn)(void)) { (void)fn; }
+
 uint64_t mw_now_ns(void) {
   /* The frequency is fixed at boot; reading it once per call costs nothing. */
   LARGE_INTEGER f, c;
