@@ -521,6 +521,7 @@ fn addPlatformTests(b: *std.Build) void {
         smoke.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });
         if (glibc) {
             platform.linkSystemLibrary("pthread", .{});
+            smoke.linkSystemLibrary("pthread", .{});
             smoke.linkSystemLibrary("dl", .{});
         }
         const platform_exe = b.addExecutable(.{ .name = "platform_test", .root_module = platform });

@@ -13,7 +13,8 @@
 ** link), which is never unloaded. Where neither holds, there are no tokens and no
 ** transaction is ever released this way (the engine works as before).
 **
-** Windows: not implemented (FlsAlloc with a callback would be the way): no tokens.
+** Windows: a fiber-local slot (FlsAlloc) whose callback runs at each thread's end,
+** made once the DLL is pinned (GetModuleHandleEx with the PIN flag).
 **
 ** Owns: the TLS key and the tokens. Never touches: databases, lanes, SQLite.
 */
@@ -40,9 +41,57 @@ void mw_owner_unref(mw_owner *o) {
 
 int mw_owner_ended(mw_owner *o) { return __atomic_load_n(&o->ended, __ATOMIC_ACQUIRE); }
 
+/* A new token for the calling thread, holding the thread's own reference. */
+static mw_owner *token_new(void) {
+  mw_owner *o = calloc(1, sizeof *o);
+  if (o) o->refs = 1;
+  return o;
+}
+
+/* The thread ended: its token says so, and its reference goes. */
+static void token_ended(mw_owner *o) {
+  __atomic_store_n(&o->ended, 1, __ATOMIC_RELEASE);
+  mw_owner_unref(o);
+}
+
 #ifdef _WIN32
 
-mw_owner *mw_owner_self(void) { return 0; }
+/* A fiber-local slot: its callback runs when a thread ends (and when a fiber is
+** deleted: the engine is not used from fibers). The DLL is pinned first, as below. */
+static DWORD slot = FLS_OUT_OF_INDEXES;
+static INIT_ONCE slot_once = INIT_ONCE_STATIC_INIT;
+
+static VOID NTAPI slot_end(PVOID p) {
+  if (p) token_ended(p);
+}
+
+static BOOL CALLBACK slot_make(PINIT_ONCE once, PVOID param, PVOID *ctx) {
+  (void)once;
+  (void)param;
+  (void)ctx;
+  HMODULE self = 0;
+  if (!GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+                          (LPCWSTR)(void *)slot_end, &self)) {
+    sqlite3_log(SQLITE_WARNING, "multiwriter: the library cannot be kept loaded: transactions "
+                "of threads that ended are not released");
+    return TRUE;
+  }
+  slot = FlsAlloc(slot_end);
+  return TRUE;
+}
+
+mw_owner *mw_owner_self(void) {
+  if (!InitOnceExecuteOnce(&slot_once, slot_make, 0, 0) || slot == FLS_OUT_OF_INDEXES) return 0;
+  mw_owner *o = FlsGetValue(slot);
+  if (o) return o;
+  o = token_new();
+  if (o == 0) return 0;
+  if (!FlsSetValue(slot, o)) {
+    free(o);
+    return 0;
+  }
+  return o;
+}
 
 #else
 
@@ -56,11 +105,7 @@ static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 
-static void token_end(void *p) {
-  mw_owner *o = p;
-  __atomic_store_n(&o->ended, 1, __ATOMIC_RELEASE);
-  mw_owner_unref(o);
-}
+static void token_end(void *p) { token_ended(p); }
 
 #if defined(__linux__)
 /* 1 when addr lies in a loaded segment of the first object dl_iterate_phdr visits:
@@ -115,9 +160,8 @@ mw_owner *mw_owner_self(void) {
   if (pthread_once(&key_once, key_make) != 0 || !key_ok) return 0;
   mw_owner *o = pthread_getspecific(key);
   if (o) return o;
-  o = calloc(1, sizeof *o);
+  o = token_new();
   if (o == 0) return 0;
-  o->refs = 1;
   if (pthread_setspecific(key, o) != 0) {
     free(o);
     return 0;

@@ -12,8 +12,8 @@
 typedef struct mw_owner mw_owner;
 
 /* The calling thread's token, made at the first call. NULL where there are none:
-** Windows (not implemented), no memory, or the library could not be kept mapped
-** for the destructor (then no thread is ever seen ending). The token stays valid
+** no memory, or the library could not be kept mapped for the destructor (then no
+** thread is ever seen ending). The token stays valid
 ** while the thread lives; take a reference to keep it longer. */
 mw_owner *mw_owner_self(void);
 void mw_owner_ref(mw_owner *o);
