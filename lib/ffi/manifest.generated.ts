@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "ea137b054686588db5b16a588e083ced0e7125c557c8ac3cf8dbbb51881aed85",
-        "size": 1814808
+        "sha256": "40a43dfb29f10135c319e47ad19098fd2fcccc4ad820a61d5ad2c44a3d4d733a",
+        "size": 1815880
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "e0b19634b009b82c07bfc0277fdbb30d17d64450cafbed09c0fe040daae364b7",
-        "size": 255856
+        "sha256": "6850c4664c0ac000948b567626ee5ebc3c656db7a0c86d9dfd2a2a911a74fd37",
+        "size": 256944
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "1a66e6d0a8e7d23589f6b1ac5b5541c9d5f8c761feb63a197a2d71eb48a23611",
-        "size": 1758088
+        "sha256": "4c3c871e23544a97460d1f9ec0a10b8c75f7f96dd44e49633963796a58eb5863",
+        "size": 1759320
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "bde7c7d2ccc1c6e6b69bd35a8515e1a573b229f5a6d4a7ad915a980e538a4c87",
-        "size": 248384
+        "sha256": "132c5aea42ea4fdb3f8b01faa859e180ffefa3ce6b66a5c7883e5f259ccfabd1",
+        "size": 249600
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "f8729e7786776b0e9589d12137ea8d61d7800f9eafd89cc5e9a56e15ee89d7a6",
-        "size": 1812792
+        "sha256": "c9a60b1147625d344c2c89a72edee5bd4525445e675333b18c43801e5ae4fce9",
+        "size": 1813800
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "437c89b7479bfae4518e436a19b63bc22839b7679d1fbc7a9983c70448809167",
-        "size": 255112
+        "sha256": "410de75eb555e7cfb7526682686850d7ef23160e39f6383336b2cbd0b00a28de",
+        "size": 256120
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ea5eec3c5d7acea2bbca7db4a511ca15a16c399bdd564cf5abb5faf3388f9dc0",
-        "size": 1756336
+        "sha256": "a9cda2599f90bc8b13a7ed2cf52365a5cf12c83424e9b2a076c1131c78bc3f88",
+        "size": 1757520
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "04c8eeb37b36a0b30e737e9e72ea4289a217cfaec02f9653a386c3f1292f9385",
-        "size": 247824
+        "sha256": "e1125bff47ba0ec88ca53bfe47ce5a742020e3d09e5cf43064ea21f31d7f0db1",
+        "size": 249008
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "9b86c3706da41ed482f53b4a43ed3537b5ec10f362a583e8cf7c802e72cbe39f",
-        "size": 1769280
+        "sha256": "49190e81a58825eb54859139a20aa8ecfb283005fa531baac69dc70f6f36bd47",
+        "size": 1773572
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "159490589b6fecc13e2d7f53598daac14f18d6fd4e31199006717e12811173d8",
-        "size": 256067
+        "sha256": "6e7bc6a3ebf2a171e55d36f8a9502beef4c47e40392f0c47d698d5232184aaef",
+        "size": 260367
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "e8b91d527d6ae3ba79b7c9603f480f34f3fcb292469523fd71eb7b32c9f5366f",
-        "size": 1849312
+        "sha256": "da0effbb3d27849af2bf1374504e0b4f129f167ca16c05340045b66b5805aac0",
+        "size": 1849552
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "4c1aa089f6e15e0ce1d0d187660b34bdce7d09b94172360b9e95548a73f12cba",
-        "size": 295544
+        "sha256": "1a1e80b0e19464c666c5ef4c5c4ebe40ef4c2ae350a71a171ab5effa37b1300d",
+        "size": 295816
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "ba2e7ffb1054c4cf366ab1efbb4775e3f16df8358741bcea65c946c8ecda5237",
-        "size": 1676800
+        "sha256": "5c73ea0383004503760f996098c61fdca5e3adb29b16267bc160a56b2c26811b",
+        "size": 1677312
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "2bc3ac1d53b92108e01c53bc2c8abcdc60d74b404c2f60974d4fdc7dc07fe806",
-        "size": 178688
+        "sha256": "196693bc70718e3ff947a35f08b15bf2e58f5ab4bc7dbcee1c6beb4221facb57",
+        "size": 180224
       }
     }
   }
