@@ -543,7 +543,11 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   /**
    * Rows one at a time. Parameters are bound now; the statement stays open (and holds its
-   * read snapshot) until the iterator ends or is closed (break / return()).
+   * read snapshot) until the iterator ends or is closed (break / return()). A statement that
+   * writes (INSERT ... RETURNING) runs to its end at the first next(), as get() runs it, and
+   * its rows are handed out from there: its commit happens then, where a commit that lost
+   * to another writer is run again (outside a transaction) or reported, never left to the
+   * reset of a break, a return() or a close, which would drop it unseen.
    */
   iterate(...params: Params): IterableIterator<Row> {
     // Busy while binding too: a parameter getter that finalizes the statement or closes
@@ -560,6 +564,8 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     let n = -1;
     const s = this.#c.sym;
     let done = false;
+    let written: Row[] | null = null; // the rows of a statement that writes, once it ran
+    let at = 0;
     const finish = (): void => {
       done = true;
       if (this.#generation === generation && this.#h !== null) {
@@ -574,6 +580,30 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
         if (this.#generation !== generation) {
           done = true;
           throw misuse("the statement was run again while this iterator was open", this.#sql);
+        }
+        if (written === null && s.sqlite3_stmt_readonly(h) === 0) {
+          const rows: Row[] = [];
+          this.#enter();
+          try {
+            this.#drive(h, (h) => {
+              if (n < 0) n = this.#columns(h);
+              rows.push(this.#row(h, n));
+            }, () => {
+              rows.length = 0;
+            });
+          } catch (e) {
+            done = true;
+            throw e;
+          } finally {
+            this.#busy = false;
+          }
+          this.#active = false; // #drive reset it
+          written = rows;
+        }
+        if (written !== null) {
+          if (at < written.length) return { done: false, value: written[at++] };
+          done = true;
+          return { done: true, value: undefined };
         }
         this.#enter();
         let rc: number;
