@@ -89,6 +89,28 @@ export interface ResolvedOptions {
   engineParams: [string, string][];
 }
 
+/**
+ * The whole numbers a numeric option may take: the engine's range for its URI parameter,
+ * and for busyTimeout what SQLite's int takes (2^31 ms and more wrapped to a negative
+ * timeout: no wait at all).
+ */
+const RANGES: Record<string, [number, number, string]> = {
+  busyTimeout: [0, 2 ** 31 - 1, "milliseconds"],
+  maxAttempts: [1, 2 ** 31 - 1, "attempts"],
+  logMaxMb: [1, 2 ** 20, "MiB"],
+};
+
+function checkRange(name: string, value: number): void {
+  const range = RANGES[name];
+  if (range === undefined) return;
+  const [lo, hi, unit] = range;
+  if (!Number.isInteger(value) || value < lo || value > hi) {
+    throw new RangeError(
+      `sqlite-multiwriter: option "${name}" must be a whole number of ${unit} from ${lo} to ${hi}, got ${value}`,
+    );
+  }
+}
+
 function checkKind(name: string, kind: Kind, value: unknown): void {
   const ok = kind === "path"
     ? typeof value === "string" || value instanceof URL
@@ -105,6 +127,7 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
     const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
     throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);
   }
+  if (kind === "number") checkRange(name, value as number);
 }
 
 const OPEN_READONLY = 0x1;
@@ -170,8 +193,8 @@ export function resolveOptions(options: DatabaseOptions | number | undefined, bu
     safeIntegers: o.safeIntegers === true,
     int64: o.int64 === true,
     multiwriter,
-    busyTimeout: typeof o.busyTimeout === "number" ? Math.floor(o.busyTimeout) : 5000,
-    maxAttempts: typeof o.maxAttempts === "number" ? Math.max(1, Math.floor(o.maxAttempts)) : 10_000,
+    busyTimeout: typeof o.busyTimeout === "number" ? o.busyTimeout : 5000,
+    maxAttempts: typeof o.maxAttempts === "number" ? o.maxAttempts : 10_000,
     libraryPath: o.libraryPath as string | URL | undefined,
     engineParams,
   };

@@ -83,6 +83,20 @@ describe("open", () => {
     expect(() => new Database(path, { logMaxMB: 5 } as never)).toThrow(/unknown option "logMaxMB"/);
     expect(() => new Database(path, { readCheck: "yes" } as never)).toThrow(/option "readCheck" must be a boolean/);
     expect(() => new Database(path, { busyTimeout: -1 })).toThrow(/option "busyTimeout" must be a non-negative number/);
+    // Out of range: 2^31 ms and more used to reach SQLite as a negative int (no wait at all);
+    // logMaxMb 0 or 0.5 got as far as the engine's URI check.
+    for (const [options, words] of [
+      [{ busyTimeout: 2 ** 31 }, /"busyTimeout" must be a whole number of milliseconds from 0 to 2147483647/],
+      [{ busyTimeout: 1.5 }, /"busyTimeout" must be a whole number/],
+      [{ maxAttempts: 0 }, /"maxAttempts" must be a whole number of attempts from 1/],
+      [{ maxAttempts: 1.5 }, /"maxAttempts" must be a whole number/],
+      [{ logMaxMb: 0 }, /"logMaxMb" must be a whole number of MiB from 1 to 1048576/],
+      [{ logMaxMb: 0.5 }, /"logMaxMb" must be a whole number/],
+      [{ logMaxMb: 1e12 }, /"logMaxMb" must be a whole number/],
+    ] as const) {
+      expect(() => new Database(path, options)).toThrow(RangeError);
+      expect(() => new Database(path, options)).toThrow(words);
+    }
     expect(() => new Database(path, { multiwriter: false, rebase: true })).toThrow(/"rebase" is an engine option/);
     expect(existsSync(path)).toBe(false);
   });
