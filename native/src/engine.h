@@ -509,6 +509,8 @@ struct mw_lane {
   mw_lane *turn_next;          /* next in the turn queue (turn.c) */
   mw_cond turn_wake;           /* signalled when it becomes the queue's head */
   int turn_queued;
+  mw_owner *turn_owner;        /* the thread that took the turn this lane holds (a
+                                  reference; turn.c counts it in the token), or NULL */
   uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
                                   snapshot are refused (growth.c) */
   int counted;                 /* counted in db->active */
@@ -562,8 +564,9 @@ int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
                     const uint32_t *merge, int nmerge, uint32_t *pDbPages, int *pMerged);
 
 /* turn.c (under db->mu): queue for and take the hot-spot turn before a
-** transaction's snapshot; release it at the transaction's end; drop a closing lane. */
-void mw_turn_enter_locked(mw_db *db, mw_lane *l);
+** transaction's snapshot (me: the calling thread's token, or NULL); release it at the
+** transaction's end; drop a closing lane. */
+void mw_turn_enter_locked(mw_db *db, mw_lane *l, mw_owner *me);
 void mw_turn_leave_locked(mw_db *db, mw_lane *l);
 void mw_turn_forget_locked(mw_db *db, mw_lane *l);
 

@@ -791,7 +791,7 @@ void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize) {
   mw_mutex_lock(&db->mu);
   join_locked(l, me); /* the thread that begins it: its first user */
   MW_TAIL(t1 = mw_now_ns());
-  mw_turn_enter_locked(db, l); /* the hot-spot turn (turn.c) */
+  mw_turn_enter_locked(db, l, me); /* the hot-spot turn (turn.c) */
   if (db->mp && db->turn == l && !l->mp_turn) take_mp_turn_locked(db, l);
   MW_TAIL(mw_tail.turn_ns += mw_now_ns() - t1);
   db->active++;

@@ -20,5 +20,9 @@ void mw_owner_ref(mw_owner *o);
 void mw_owner_unref(mw_owner *o);
 /* 1 once the token's thread has ended (its TLS destructors ran). Atomic. */
 int mw_owner_ended(mw_owner *o);
+/* The hot-spot turns the thread holds, of any database (turn.c keeps the count):
+** a thread that holds one never waits for another. Atomic. */
+void mw_owner_turns_add(mw_owner *o, int delta);
+int mw_owner_turns(mw_owner *o);
 
 #endif /* MW_OWNER_H */

@@ -29,7 +29,8 @@
 ** With mw_mp=1 the holder also takes the turn across processes (db.c, mp.c); it goes
 ** back with this one (unlink_locked).
 ** Owns: db->turn, db->turn_exclusive, db->turn_head, db->turn_tail, db->turn_since
-** and the lanes' turn_next / turn_queued (the heat is kept by commit.c). Every function runs under
+** and the lanes' turn_next / turn_queued / turn_owner, with the count of turns in the
+** holder thread's token (owner.c; the heat is kept by commit.c). Every function runs under
 ** db->mu. Never touches the snapshot registry or the epochs (db.c does, around
 ** these calls).
 */
@@ -43,6 +44,17 @@ static void wait_on(mw_db *db, mw_cond *cv, uint64_t deadline) {
 
 static void wait_until(mw_db *db, uint64_t deadline) {
   wait_on(db, &db->turn_cv, deadline);
+}
+
+/* The turn goes to l, taken by the thread of token me (NULL: not counted). */
+static void hold_locked(mw_db *db, mw_lane *l, mw_owner *me) {
+  l->stats[MW_STAT_TURNS]++;
+  db->turn = l;
+  l->turn_owner = me;
+  if (me) {
+    mw_owner_ref(me);
+    mw_owner_turns_add(me, 1);
+  }
 }
 
 /* Removes l from the queue; the next lane becomes the head now. */
@@ -61,6 +73,11 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
   if (db->turn == l) {
     db->turn = 0;
     db->turn_exclusive = 0;
+    if (l->turn_owner) {
+      mw_owner_turns_add(l->turn_owner, -1);
+      mw_owner_unref(l->turn_owner);
+      l->turn_owner = 0;
+    }
   }
   if (l->mp_turn) {
     /* The turn across processes goes with this one (db.c took it, mp.c). */
@@ -73,8 +90,22 @@ static void unlink_locked(mw_db *db, mw_lane *l) {
   if (db->turn_head) mw_cond_signal(&db->turn_head->turn_wake);
 }
 
-void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
+void mw_turn_enter_locked(mw_db *db, mw_lane *l, mw_owner *me) {
   uint64_t hold = (uint64_t)MW_TURN_HOLD_MS * 1000000u;
+  /* A thread that holds a turn (of another database in the same transaction, ATTACH,
+  ** or of another connection) never waits for one: two transactions that take two
+  ** databases' turns in opposite orders would each wait for the other's until the
+  ** hold ran out (500 ms a step), and with mw_mp=1 the turns across processes too
+  ** (db.c takes one for a holder). It runs optimistically here: it gives up its place
+  ** in the queue (it queues again after its next loss) and takes no turn. So no
+  ** thread waits for a turn, nor takes one, while it holds one: the waits for turns
+  ** form no cycle. */
+  int mine = db->turn == l && l->turn_owner == me;
+  if (me && mw_owner_turns(me) > mine) {
+    if (l->turn_queued && db->turn != l) unlink_locked(db, l);
+    if (db->turn == l) db->turn_exclusive = 0; /* handed over from another thread */
+    return;
+  }
   if ((l->losses >= MW_TURN_AFTER || l->heat >= MW_HEAT_QUEUE) && !l->turn_queued) {
     l->turn_next = 0;
     l->turn_queued = 1;
@@ -93,10 +124,7 @@ void mw_turn_enter_locked(mw_db *db, mw_lane *l) {
       }
       wait_on(db, &l->turn_wake, until);
     }
-    if (db->turn != l) {
-      l->stats[MW_STAT_TURNS]++;
-      db->turn = l;
-    }
+    if (db->turn != l) hold_locked(db, l, me);
     /* A starving holder (MW_TURN_AFTER losses in a row, or a loss in its last
     ** turn) runs alone: it lets the transactions in flight finish (it then runs on
     ** fresh state) and new ones wait for it. A holder queued by its
