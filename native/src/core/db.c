@@ -448,6 +448,12 @@ static int finish(mw_db *db, int alone, int rc, int keep_log) {
 #else
   (void)keep_log;
 #endif
+  /* SQLite does not pass a close's error on: say it here (a full disk: the file could
+  ** not grow by what the log holds). */
+  if (alone && !clean && rc != SQLITE_OK)
+    sqlite3_log(rc, "multiwriter: the last close of %s could not write the log into the file "
+                "(%s): the log and the engine's mark stay until an open through the engine "
+                "replays it; nothing is lost", db->path, sqlite3_errstr(rc));
   return rc;
 }
 
