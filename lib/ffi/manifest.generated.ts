@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "40a43dfb29f10135c319e47ad19098fd2fcccc4ad820a61d5ad2c44a3d4d733a",
-        "size": 1815880
+        "sha256": "599e53971a6f4ba2229c916d75daff0baabfe5c63c645d86a8f4a4c40eab0b61",
+        "size": 1816568
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "6850c4664c0ac000948b567626ee5ebc3c656db7a0c86d9dfd2a2a911a74fd37",
-        "size": 256944
+        "sha256": "2e559d195f8f791ccc1ac6e4dae557cf8f36009161f0782ff872469b723208bb",
+        "size": 257760
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "4c3c871e23544a97460d1f9ec0a10b8c75f7f96dd44e49633963796a58eb5863",
-        "size": 1759320
+        "sha256": "82c90945555ebd3820d8960b95f3c728bdb5a224e5131a513da502f545f57d20",
+        "size": 1759896
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "132c5aea42ea4fdb3f8b01faa859e180ffefa3ce6b66a5c7883e5f259ccfabd1",
-        "size": 249600
+        "sha256": "168243781c874f43727fa9569ae320cda3546d4f059f29418d6a7fe6dfc72cb3",
+        "size": 250264
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "c9a60b1147625d344c2c89a72edee5bd4525445e675333b18c43801e5ae4fce9",
-        "size": 1813800
+        "sha256": "4f683634df4cb5bb3923e7e7927aac26a6f3ea774486e28aedb75448bb22269d",
+        "size": 1814488
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "410de75eb555e7cfb7526682686850d7ef23160e39f6383336b2cbd0b00a28de",
-        "size": 256120
+        "sha256": "726006d64f006c15ba9c20a0f91ee46c1e29703ae2e761be60f6c2fd915c247a",
+        "size": 256936
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "a9cda2599f90bc8b13a7ed2cf52365a5cf12c83424e9b2a076c1131c78bc3f88",
-        "size": 1757520
+        "sha256": "cf323d3aeeae03e64513d0cef20965affa29ce1c5f25eda157e03aaadcea6fe5",
+        "size": 1758096
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "e1125bff47ba0ec88ca53bfe47ce5a742020e3d09e5cf43064ea21f31d7f0db1",
-        "size": 249008
+        "sha256": "08da0fa2ae8ad58a87e3fa4030f9eb1a40a9bb59a09d7ecd0110e2c1b32251fc",
+        "size": 249688
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "49190e81a58825eb54859139a20aa8ecfb283005fa531baac69dc70f6f36bd47",
-        "size": 1773572
+        "sha256": "3efdbcb873f7c8da161c375324e85f9b8ecb4b07a60910ed118504e0bf5b4eb6",
+        "size": 1773640
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "6e7bc6a3ebf2a171e55d36f8a9502beef4c47e40392f0c47d698d5232184aaef",
-        "size": 260367
+        "sha256": "a1209f0f9c8d67bb1441f125263acf4ce789c48e34421fb5b33df02d04794778",
+        "size": 260514
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "da0effbb3d27849af2bf1374504e0b4f129f167ca16c05340045b66b5805aac0",
-        "size": 1849552
+        "sha256": "eb2a2d12047938dad329de694357746768bce3fee11cf1ace13ff0f0898b1a32",
+        "size": 1849616
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "1a1e80b0e19464c666c5ef4c5c4ebe40ef4c2ae350a71a171ab5effa37b1300d",
-        "size": 295816
+        "sha256": "f2213c44480283748dd71f0d118ac47523c8f191d8a1b75ed1bab7a3693e4b2e",
+        "size": 295992
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "5c73ea0383004503760f996098c61fdca5e3adb29b16267bc160a56b2c26811b",
-        "size": 1677312
+        "sha256": "c7c7bc3bcf08cceac76132e28b10566d5ffa8fa57053f53c769bd26419b56e71",
+        "size": 1678336
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "196693bc70718e3ff947a35f08b15bf2e58f5ab4bc7dbcee1c6beb4221facb57",
-        "size": 180224
+        "sha256": "9aa25fcb32042b3f4be438aca3919c7cf13854b2734e5f1c4ed47a123a3c65da",
+        "size": 180736
       }
     }
   }

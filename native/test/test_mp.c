@@ -56,16 +56,6 @@ static const char *prog = "test_mp";
 ** There the checks only ask for no more syncs than commits; the native run asks for
 ** fewer than 0.8 per commit. */
 #define SLOW_SYNC "mp_sync:3"
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
 
 static void sleep_us(unsigned us) { usleep(us); }
 

@@ -464,17 +464,6 @@ static void child_forked(const char *path, int rd, int wr) {
 /* ThreadSanitizer refuses to start threads in a child forked from a process with
 ** threads ("starting new threads after multi-threaded fork is not supported"), and the
 ** child's own open starts the engine's background workers: the case runs without it. */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
-
 static void forked_child(const char *dir) {
   if (UNDER_TSAN) {
     printf("%s: forked_child skipped under ThreadSanitizer (no threads after a fork)\n", prog);

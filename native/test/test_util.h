@@ -22,4 +22,15 @@
     }                                                                            \
   } while (0)
 
+/* 1 in a ThreadSanitizer build (gcc says so with a macro, clang with a feature). */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
 #endif

@@ -500,9 +500,18 @@ int mw_db_release(mw_db *db) {
 ** the other processes and the next open, as a process's death is. */
 #define EXIT_WAIT_MS 1000
 
+/* Takes m before the deadline, polling: exit() may be called by a thread that holds it
+** (from a callback run inside the engine), which must not wait for itself. */
+static int lock_before(mw_mutex *m, uint64_t deadline) {
+  while (!mw_mutex_trylock(m)) {
+    if (mw_now_ns() >= deadline) return 0;
+    mw_sleep_us(1000);
+  }
+  return 1;
+}
+
 static void finish_at_exit(mw_db *db, uint64_t deadline) {
-  if (db->mp || db->pid != mw_process_id()) return;
-  mw_mutex_lock(&db->mu);
+  if (db->mp || db->pid != mw_process_id() || !lock_before(&db->mu, deadline)) return;
   int quiet;
   while (!(quiet = quiet_locked(db)) && !db->broken && mw_now_ns() < deadline) {
     mw_db_release_orphans_locked(db); /* transactions of terminated Workers */
@@ -525,7 +534,7 @@ static void registry_at_exit(void) {
   static int ran;
   if (__atomic_exchange_n(&ran, 1, __ATOMIC_ACQ_REL)) return; /* exit, then quick_exit */
   uint64_t deadline = mw_now_ns() + (uint64_t)EXIT_WAIT_MS * 1000000u;
-  mw_mutex_lock(&registry_mu);
+  if (!lock_before(&registry_mu, deadline)) return;
   for (mw_db *d = registry; d; d = d->next) finish_at_exit(d, deadline);
   mw_mutex_unlock(&registry_mu);
 }

@@ -31,6 +31,7 @@ static inline void mw_mutex_init(mw_mutex *m) { InitializeSRWLock(m); }
 static inline void mw_mutex_destroy(mw_mutex *m) { (void)m; }
 static inline void mw_mutex_lock(mw_mutex *m) { AcquireSRWLockExclusive(m); }
 static inline void mw_mutex_unlock(mw_mutex *m) { ReleaseSRWLockExclusive(m); }
+static inline int mw_mutex_trylock(mw_mutex *m) { return TryAcquireSRWLockExclusive(m) != 0; }
 static inline void mw_cond_init(mw_cond *c) { InitializeConditionVariable(c); }
 static inline void mw_cond_destroy(mw_cond *c) { (void)c; }
 static inline void mw_cond_wait(mw_cond *c, mw_mutex *m) {
@@ -53,6 +54,8 @@ static inline void mw_mutex_init(mw_mutex *m) { pthread_mutex_init(m, 0); }
 static inline void mw_mutex_destroy(mw_mutex *m) { pthread_mutex_destroy(m); }
 static inline void mw_mutex_lock(mw_mutex *m) { pthread_mutex_lock(m); }
 static inline void mw_mutex_unlock(mw_mutex *m) { pthread_mutex_unlock(m); }
+/* 1 when m was free and is now held by the caller. */
+static inline int mw_mutex_trylock(mw_mutex *m) { return pthread_mutex_trylock(m) == 0; }
 static inline void mw_cond_init(mw_cond *c) { pthread_cond_init(c, 0); }
 static inline void mw_cond_destroy(mw_cond *c) { pthread_cond_destroy(c); }
 static inline void mw_cond_wait(mw_cond *c, mw_mutex *m) { pthread_cond_wait(c, m); }
