@@ -128,6 +128,14 @@ export const MUTANTS = [
     why: "a database left open at exit (a Bun Worker still running or terminated, a program that never closed) keeps its log and its mark: stock SQLite reads the file as \"not a database\" until the next engine open",
   },
   {
+    id: "readonly-open-converts",
+    file: "core/db.c",
+    find: "  if (rc == SQLITE_OK && convert && readonly) {\n",
+    replace: "  if (rc == SQLITE_OK && convert && readonly && 0) {\n",
+    tests: ["test_engine_pragmas"],
+    why: "a read-only connection (mode=ro, readonly: true) to a rollback-mode file switches the file to WAL mode for good",
+  },
+  {
     id: "exit-close-commits-not-refused",
     file: "core/db.c",
     find: "  db->broken = rc != SQLITE_OK ? rc : SQLITE_IOERR_CLOSE;\n",

@@ -1,6 +1,6 @@
 // Opening: options and their checks, the file: URI (escaping, :memory:, URLs), the
 // defaults (WAL, synchronous=FULL, busy timeout), readonly/create, and bad paths.
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -130,6 +130,22 @@ describe("open", () => {
       expect((e as SQLiteError).code).toBe("SQLITE_READONLY");
     }
     r.close();
+  });
+
+  it("readonly on a rollback-mode file changes no byte of it (not switched to WAL)", () => {
+    const path = join(tempDir(), "rollback.db");
+    const w = new Database(path, { multiwriter: false });
+    w.exec("PRAGMA journal_mode=DELETE; CREATE TABLE x(v); INSERT INTO x VALUES (1), (2)");
+    w.close();
+    const before = readFileSync(path);
+    const r = new Database(path, { readonly: true });
+    expect(r.query("SELECT count(*) AS n FROM x").get()).toEqual({ n: 2 });
+    expect(() => r.run("INSERT INTO x VALUES (3)")).toThrow(/readonly/);
+    r.close();
+    expect(readFileSync(path).equals(before)).toBe(true);
+    const s = new Database(path, { multiwriter: false, readonly: true });
+    expect(s.query("PRAGMA journal_mode").get()).toEqual({ journal_mode: "delete" });
+    s.close();
   });
 
   it("create: false does not create a missing file", () => {

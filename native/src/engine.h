@@ -143,10 +143,11 @@ void mw_pageset_free(mw_pageset *s);
 /* ---------------------------------------------------------------- database */
 typedef struct mw_lane mw_lane;
 /* From mw_db_acquire: the file is not a database, or stock SQLite may only read it
-** (its conversion to WAL said SQLITE_NOTADB or SQLITE_READONLY); nothing of the
-** engine was kept. vfs.c then opens the file through the root VFS, as stock SQLite
-** would: "file is not a database" at the first query, or reads that work and writes
-** refused with SQLITE_READONLY. Stock SQLite writes neither kind of file. */
+** (its conversion to WAL said SQLITE_NOTADB or SQLITE_READONLY), or a read-only
+** connection opens a file that is not in WAL mode (its conversion would write the
+** file); nothing of the engine was kept. vfs.c then opens the file through the root
+** VFS, as stock SQLite would: "file is not a database" at the first query, or reads
+** that work and writes refused with SQLITE_READONLY. Stock SQLite writes no such file. */
 #define MW_RC_STOCK_OPEN (SQLITE_NOTADB | (0x6d << 8))
 
 typedef struct mw_db mw_db;
@@ -227,9 +228,10 @@ struct mw_db {
 };
 
 /* Finds or opens the shared state of the database at zPath (a full path). The
-** first open converts the file to WAL, opens the log and replays it. */
-int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
-                  char **pzErr);
+** first open converts the file to WAL, opens the log and replays it; a first open for
+** a read-only connection (readonly: SQLITE_OPEN_READONLY) converts nothing. */
+int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, int readonly,
+                  mw_db **out, char **pzErr);
 /* Drops one reference; the last one compacts everything, deletes the log and
 ** frees the state. */
 int mw_db_release(mw_db *db);

@@ -137,6 +137,53 @@ static void read_only_version(const char *dir, int wal) {
   fclose(f);
 }
 
+/* The whole file, for comparisons (the databases here are a few pages). */
+static size_t file_bytes(const char *path, unsigned char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  CHECK(f != 0);
+  size_t n = fread(buf, 1, cap, f);
+  CHECK(n < cap);
+  fclose(f);
+  return n;
+}
+
+/* A read-only connection (mode=ro, SQLITE_OPEN_READONLY) changes no file. One that is
+** not in WAL mode is read as stock SQLite reads it: not converted (before, the first
+** read-only open through the engine switched the file to WAL mode for good). One in
+** WAL mode is read through the engine, and its close leaves every byte as it was. */
+static void read_only_connection(const char *dir) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/roconn.db", dir);
+  sqlite3 *st = tu_open_stock(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  tu_exec(st, "CREATE TABLE t(x); INSERT INTO t VALUES(1),(2),(3)");
+  CHECK_RC(sqlite3_close(st), SQLITE_OK);
+  static unsigned char before[1 << 16], after[1 << 16];
+  for (int wal = 0; wal < 2; wal++) {
+    size_t n = file_bytes(path, before, sizeof before);
+    sqlite3 *db = tu_open(path, "mode=ro");
+    CHECK(tu_int(db, "SELECT count(*) FROM t") == 3);
+    CHECK(sqlite3_db_readonly(db, "main") == 1);
+    CHECK(tu_try(db, "INSERT INTO t VALUES(4)") == SQLITE_READONLY);
+    int64_t s[MW_STAT_COUNT];
+    int engine = mw_stats(db, 0, s, MW_STAT_COUNT) == SQLITE_OK && s[MW_STAT_ENGINE] == 1;
+    CHECK(engine == wal);
+    CHECK_RC(sqlite3_close(db), SQLITE_OK);
+    CHECK(file_bytes(path, after, sizeof after) == n && memcmp(before, after, n) == 0);
+    st = tu_open_stock(path, SQLITE_OPEN_READWRITE);
+    CHECK(tu_int(st, "SELECT count(*) FROM t") == 3);
+    sqlite3_stmt *q = 0;
+    CHECK_RC(sqlite3_prepare_v2(st, "PRAGMA journal_mode", -1, &q, 0), SQLITE_OK);
+    CHECK(sqlite3_step(q) == SQLITE_ROW);
+    CHECK(strcmp((const char *)sqlite3_column_text(q, 0), wal ? "wal" : "delete") == 0);
+    sqlite3_finalize(q);
+    CHECK_RC(sqlite3_close(st), SQLITE_OK);
+    /* A read-write open through the engine converts it, for the second round. */
+    db = tu_open(path, "");
+    CHECK(tu_int(db, "SELECT count(*) FROM t") == 3);
+    CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  }
+}
+
 /* mw_mp=1: an empty database is not written again under other processes: page_size
 ** and auto_vacuum on it fail with a message naming mw_mp=1, and change nothing. */
 static void reformat_refused_mp(const char *dir) {
@@ -314,6 +361,7 @@ int main(int argc, char **argv) {
   not_a_database(tu_dir);
   read_only_version(tu_dir, 0);
   read_only_version(tu_dir, 1);
+  read_only_connection(tu_dir);
   reformat_crash(argv[0], tu_dir, "reformat_after_log");
   reformat_crash(argv[0], tu_dir, "reformat_after_write");
 #ifndef _WIN32

@@ -189,7 +189,7 @@ static int store_init(mw_db *db, int page_size) {
 }
 
 static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
-                   const mw_opts *o, mw_db **out, char **pzErr) {
+                   const mw_opts *o, int readonly, mw_db **out, char **pzErr) {
   mw_db *db = calloc(1, sizeof(*db));
   if (db == 0) return SQLITE_NOMEM;
   mw_mutex_init(&db->mu);
@@ -254,6 +254,13 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   }
   int convert = 0;
   if (rc == SQLITE_OK && !joiner && !have_log) rc = needs_conversion(db, &convert);
+  if (rc == SQLITE_OK && convert && readonly) {
+    /* A read-only connection changes no file: one that is not in WAL mode (or has a
+    ** real -wal) is read as stock SQLite reads it. A later read-write open through
+    ** the engine converts it then (or is refused while this one is reading). */
+    db_free(db);
+    return MW_RC_STOCK_OPEN;
+  }
   if (rc == SQLITE_OK && convert) {
     /* The private stock connection needs the file's locks: let go meanwhile. Another
     ** process may take the file then; the lock below refuses this open if so. */
@@ -372,8 +379,8 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   return SQLITE_OK;
 }
 
-int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db **out,
-                  char **pzErr) {
+int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, int readonly,
+                  mw_db **out, char **pzErr) {
   /* The lane opened (created) the file already: it has an identity. */
   mw_file_id id;
   int rc = mw_file_identity(zPath, &id, 0);
@@ -407,7 +414,7 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, mw_db 
     rc = SQLITE_CANTOPEN;
   }
   if (db == 0 && rc == SQLITE_OK) {
-    rc = db_open(root, zPath, &id, o, &db, pzErr);
+    rc = db_open(root, zPath, &id, o, readonly, &db, pzErr);
     if (rc == SQLITE_OK) {
       db->next = registry;
       registry = db;

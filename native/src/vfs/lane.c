@@ -511,7 +511,7 @@ int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, 
     return SQLITE_NOMEM;
   }
   mw_db *db = 0;
-  rc = mw_db_acquire(root, zName, o, &db, pzErr);
+  rc = mw_db_acquire(root, zName, o, (flags & SQLITE_OPEN_READONLY) != 0, &db, pzErr);
   if (rc == SQLITE_OK) {
     /* The largest page size: a reformat (db.c) may change the database's. */
     l->pgbuf = malloc(65536);
