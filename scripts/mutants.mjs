@@ -136,6 +136,22 @@ export const MUTANTS = [
     why: "a read-only connection (mode=ro, readonly: true) to a rollback-mode file switches the file to WAL mode for good",
   },
   {
+    id: "exit-close-mp-not-finished",
+    file: "processes/mp.c",
+    find: "  grower_stop(db);\n  __atomic_store_n(&m->joined, 0, __ATOMIC_RELEASE);\n  *pAlone = 1;\n",
+    replace: "  join_release(m);\n  return SQLITE_OK;\n",
+    tests: ["test_engine_exit"],
+    why: "the last process of a database opened with mw_mp=1 that exits without closing leaves the log, the shared file and the mark (stock SQLite: \"file is not a database\")",
+  },
+  {
+    id: "exit-close-mp-others-ignored",
+    file: "processes/mp.c",
+    find: "  if (others_alive(m)) {\n    join_release(m);\n    return SQLITE_OK;\n  }\n  grower_stop(db);",
+    replace: "  grower_stop(db);",
+    tests: ["test_engine_exit"],
+    why: "a process exiting without closing finishes a database that other processes still have open with mw_mp=1: it removes the shared file and the log under them",
+  },
+  {
     id: "exit-close-commits-not-refused",
     file: "core/db.c",
     find: "  db->broken = rc != SQLITE_OK ? rc : SQLITE_IOERR_CLOSE;\n",

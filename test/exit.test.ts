@@ -34,12 +34,15 @@ describe("databases left open at exit", () => {
   // A Worker's database is not closed by the package's exit listener (it runs on the main
   // thread only, and Bun runs none in a Worker that is still running, terminated or
   // unref'd): the engine closes it at exit (exit() under Deno, quick_exit() under Bun).
+  // With processes: true the last process finishes it too (and removes the shared file).
   const workerEnds = runtime === "bun" ? ["running", "terminated", "unref"] : ["running", "terminated"];
-  for (const how of workerEnds) {
-    it(`are closed when the process ends with a Worker ${how} that left one open`, () => {
+  const cases = [...workerEnds.map((how) => [how, ""]), ["running", "processes"]];
+  for (const [how, mode] of cases) {
+    it(`are closed when the process ends with a Worker ${how} that left one open${mode ? ` (${mode}: true)` : ""}`, () => {
       const dir = tempDir();
       const path = join(dir, "worker.db");
-      const args = runtime === "bun" ? [workerMain, path, how] : ["run", "-A", workerMain, path, how];
+      const own = [workerMain, path, how, ...(mode ? [mode] : [])];
+      const args = runtime === "bun" ? own : ["run", "-A", ...own];
       execFileSync(process.execPath, args, { stdio: "pipe", timeout: 60_000, encoding: "utf8" });
       expect(readdirSync(dir)).toEqual(["worker.db"]);
       const db = new Database(path);

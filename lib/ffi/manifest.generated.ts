@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "599e53971a6f4ba2229c916d75daff0baabfe5c63c645d86a8f4a4c40eab0b61",
-        "size": 1816568
+        "sha256": "b6c7839abe0d4b0be50eacba027c8a8b955024dc0324a466afbe5c6813565914",
+        "size": 1817496
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "2e559d195f8f791ccc1ac6e4dae557cf8f36009161f0782ff872469b723208bb",
-        "size": 257760
+        "sha256": "131de8923842a52e98f1fa1fde76c19a3b27cd7296835640f7f473f1c8859b61",
+        "size": 258800
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "82c90945555ebd3820d8960b95f3c728bdb5a224e5131a513da502f545f57d20",
-        "size": 1759896
+        "sha256": "877f0b8a657b79a3b858b8514b4a1511860e09fafefe6a6a17c63f3dc1bace37",
+        "size": 1760664
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "168243781c874f43727fa9569ae320cda3546d4f059f29418d6a7fe6dfc72cb3",
-        "size": 250264
+        "sha256": "c9517a39c2eaa566b29499c4aadb8c2c38745602902aaa1699016f389c8e8129",
+        "size": 251064
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "4f683634df4cb5bb3923e7e7927aac26a6f3ea774486e28aedb75448bb22269d",
-        "size": 1814488
+        "sha256": "9a759aadb10447f60e9e30294b8b253d311adac1357d199ebdfc03458567d0dc",
+        "size": 1815416
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "726006d64f006c15ba9c20a0f91ee46c1e29703ae2e761be60f6c2fd915c247a",
-        "size": 256936
+        "sha256": "32e4394a3d72f86e92f1acc58bc92d3212bf4d97ecb394e36c501ae7dc01c134",
+        "size": 257976
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "cf323d3aeeae03e64513d0cef20965affa29ce1c5f25eda157e03aaadcea6fe5",
-        "size": 1758096
+        "sha256": "7172f9121998f9ff52ef65aa3f4017ff675b4c4a1ca5906a7cd17475be6f9192",
+        "size": 1758864
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "08da0fa2ae8ad58a87e3fa4030f9eb1a40a9bb59a09d7ecd0110e2c1b32251fc",
-        "size": 249688
+        "sha256": "c976c636d2e1b0cdf7a8aa8e6b41782f8d8b329ae0796901855b5141e2ce15b4",
+        "size": 250488
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "3efdbcb873f7c8da161c375324e85f9b8ecb4b07a60910ed118504e0bf5b4eb6",
-        "size": 1773640
+        "sha256": "0c8273b326ca5cd6ff36a3729aff8903d6347ee6212099a4cb9de9126490cf57",
+        "size": 1773701
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "a1209f0f9c8d67bb1441f125263acf4ce789c48e34421fb5b33df02d04794778",
-        "size": 260514
+        "sha256": "8f21264f58429993e931374aa731f8abfaebf41d1c4b449bf6a8540b380507bf",
+        "size": 260575
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "eb2a2d12047938dad329de694357746768bce3fee11cf1ace13ff0f0898b1a32",
-        "size": 1849616
+        "sha256": "1e09317f08b10ccd1225e8df27e6133ae4c8a41a96e6b18ef80e8934420bdaf7",
+        "size": 1849680
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "f2213c44480283748dd71f0d118ac47523c8f191d8a1b75ed1bab7a3693e4b2e",
-        "size": 295992
+        "sha256": "e8896e233058338253ad93b9a5f52bb4cb41001c17b154d52def933fddf0bdc5",
+        "size": 296056
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "c7c7bc3bcf08cceac76132e28b10566d5ffa8fa57053f53c769bd26419b56e71",
+        "sha256": "07eceefb9abb5692021f41cd0c0699d3486060e9e31662755319fcce13d82d3d",
         "size": 1678336
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "9aa25fcb32042b3f4be438aca3919c7cf13854b2734e5f1c4ed47a123a3c65da",
+        "sha256": "c0acb7cfc6ea803900005936a9af9071e1e5437780fa9ea179ee5939dd4ced4c",
         "size": 180736
       }
     }

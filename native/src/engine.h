@@ -331,6 +331,8 @@ void mw_compact_wake(mw_db *db);
 **   log options, joined (slot taken, join lock released); free in db_free;
 **   last close: leave (join lock; *pAlone: no other process alive, everything applied
 **   then), left (alone: the shared file removed, the database file unlocked);
+**   process exit (db.c): leave_at_exit, as leave when the join lock is free at once and
+**   no other process is alive (*pAlone = 1); else nothing changes (*pAlone = 0);
 **   commit (commit.c): commit_begin before validation (publication lock, others'
 **   records applied, room for `need` bytes of record), commit_end once the record
 **   is written (published when rc is SQLITE_OK; the lock released), durable after
@@ -348,6 +350,7 @@ void mw_mp_log_options(mw_db *db, mw_log_options *lo);
 int mw_mp_joined(mw_db *db, char **pzErr);
 void mw_mp_free(mw_db *db);
 int mw_mp_leave(mw_db *db, int *pAlone);
+int mw_mp_leave_at_exit(mw_db *db, int *pAlone);
 void mw_mp_left(mw_db *db, int alone);
 int mw_mp_commit_begin(mw_db *db, uint64_t need);
 void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);

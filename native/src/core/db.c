@@ -503,8 +503,10 @@ int mw_db_release(mw_db *db) {
 ** it (its log is replayed at the next open; nothing is lost). The other threads may
 ** run until the process ends: the database stays allocated and registered, reads go
 ** on (the file holds everything), and every commit is refused (db->broken), so that
-** nothing is acknowledged into the removed log. With mw_mp=1 the database is left to
-** the other processes and the next open, as a process's death is. */
+** nothing is acknowledged into the removed log. With mw_mp=1 the last process of the
+** database does the same and removes the shared file (mp.c, leave_at_exit); while other
+** processes have it open (or one is joining), it is left to them, as a process's death
+** is: their commits go on, and the last of them finishes it. */
 #define EXIT_WAIT_MS 1000
 
 /* Takes m before the deadline, polling: exit() may be called by a thread that holds it
@@ -518,7 +520,7 @@ static int lock_before(mw_mutex *m, uint64_t deadline) {
 }
 
 static void finish_at_exit(mw_db *db, uint64_t deadline) {
-  if (db->mp || db->pid != mw_process_id() || !lock_before(&db->mu, deadline)) return;
+  if (db->pid != mw_process_id() || !lock_before(&db->mu, deadline)) return;
   int quiet;
   while (!(quiet = quiet_locked(db)) && !db->broken && mw_now_ns() < deadline) {
     mw_db_release_orphans_locked(db); /* transactions of terminated Workers */
@@ -527,9 +529,24 @@ static void finish_at_exit(mw_db *db, uint64_t deadline) {
   if (quiet) db->frozen = 1; /* no snapshot starts until the end below */
   mw_mutex_unlock(&db->mu);
   if (!quiet) return;
-  __atomic_add_fetch(&db->refs, 1, __ATOMIC_RELAXED); /* no last close after this one */
+  /* First, as at the last close: with mw_mp=1 the compactor takes the join lock. */
   mw_compactor_stop(db);
-  int rc = finish(db, 1, SQLITE_OK, 1);
+  int rc = SQLITE_OK, alone = 1;
+  if (db->mp) rc = mw_mp_leave_at_exit(db, &alone);
+  if (!alone) {
+    /* Left to the other processes, which compact it: this one's commits may go on
+    ** until it ends. */
+    mw_mutex_lock(&db->mu);
+    db->frozen = 0;
+    mw_cond_broadcast(&db->cv);
+    mw_mutex_unlock(&db->mu);
+    return;
+  }
+  __atomic_add_fetch(&db->refs, 1, __ATOMIC_RELAXED); /* no last close after this one */
+  rc = finish(db, 1, rc, 1);
+  /* The join lock stays until the process ends: a process that opens the database
+  ** meanwhile waits for it, then finds the shared file gone and starts anew. */
+  if (db->mp) mw_mp_left(db, 1);
   mw_mutex_lock(&db->mu);
   db->broken = rc != SQLITE_OK ? rc : SQLITE_IOERR_CLOSE;
   db->frozen = 0;

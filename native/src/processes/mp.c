@@ -1163,6 +1163,26 @@ int mw_mp_leave(mw_db *db, int *pAlone) {
   return rc;
 }
 
+int mw_mp_leave_at_exit(mw_db *db, int *pAlone) {
+  mw_mp *m = db->mp;
+  *pAlone = 0;
+  /* Nothing waited for: exit() may come from a thread of this process that holds
+  ** join_mu, and another process may be joining (it holds the join lock briefly). */
+  if (!mw_mutex_trylock(&m->join_mu)) return SQLITE_OK;
+  if (join_take(m, 0) != SQLITE_OK) {
+    mw_mutex_unlock(&m->join_mu);
+    return SQLITE_OK;
+  }
+  if (others_alive(m)) {
+    join_release(m);
+    return SQLITE_OK;
+  }
+  grower_stop(db);
+  __atomic_store_n(&m->joined, 0, __ATOMIC_RELEASE);
+  *pAlone = 1;
+  return settle(db);
+}
+
 void mw_mp_left(mw_db *db, int alone) {
   mw_mp *m = db->mp;
   /* The last one: the files go while the join lock is held, so that a process waiting
@@ -1211,6 +1231,7 @@ int mw_mp_is_first(mw_db *db) { (void)db; return 1; }
 void mw_mp_log_options(mw_db *db, mw_log_options *lo) { (void)db; (void)lo; }
 int mw_mp_joined(mw_db *db, char **pzErr) { (void)db; (void)pzErr; return SQLITE_CANTOPEN; }
 int mw_mp_leave(mw_db *db, int *pAlone) { (void)db; *pAlone = 1; return SQLITE_OK; }
+int mw_mp_leave_at_exit(mw_db *db, int *pAlone) { (void)db; *pAlone = 0; return SQLITE_OK; }
 void mw_mp_left(mw_db *db, int alone) { (void)db; (void)alone; }
 void mw_mp_free(mw_db *db) { (void)db; }
 void mw_mp_refresh(mw_db *db) { (void)db; }
