@@ -476,9 +476,8 @@ export const MUTANTS = [
     file: "vfs/lane.c",
     find: "  if (l->warm && !unread_reset &&",
     replace: "  if (l->warm &&",
-    tests: ["test_mp"],
-    env: { MW_MP_CASE: "refresh_switch" },
-    why: "a lane goes cold at every try of one read lock while others commit: a slow process gets SQLITE_PROTOCOL",
+    tests: ["test_engine_cold_retry"],
+    why: "a lane goes cold at every try of one read lock while others commit: a reader slower than the commits gets SQLITE_PROTOCOL",
   },
   {
     id: "mp-switch-room-unpublished",

@@ -98,12 +98,13 @@ static int use_txn(mw_lane *l) {
 }
 
 static void snap_begin(mw_lane *l) {
+  if (l->cold_start) mw_pause_point("lane_cold_retry"); /* test_engine_cold_retry */
   /* The previous snapshot went cold and SQLite let it go unread (it saw the header
   ** changed, and locks again): SQLite drops its cache at this lock all the same (it
   ** recovers the zeroed header, which marks it changed), so this one need not go cold
   ** again for the commits that came meanwhile. It did: a process slower than the
   ** others' commits went cold at every try until SQLite gave up (SQLITE_PROTOCOL
-  ** after 100 tries, test_mp refresh_switch). */
+  ** after 100 tries: test_engine_cold_retry, whose pause point is the line above). */
   int unread_reset = l->cold_start && !l->touched;
   l->touched = 0;
   l->cold_start = unread_reset;
