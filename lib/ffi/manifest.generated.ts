@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "b6c7839abe0d4b0be50eacba027c8a8b955024dc0324a466afbe5c6813565914",
-        "size": 1817496
+        "sha256": "da61bddfdf0042142ae3f4d9d10c54ccdb1c2122d0aafd1e90e5a6610022391b",
+        "size": 1817528
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "131de8923842a52e98f1fa1fde76c19a3b27cd7296835640f7f473f1c8859b61",
-        "size": 258800
+        "sha256": "4b87a8543f9c6b2f12d32d6fcba3f44d95202967440beb5e5c0ce6885c2148d1",
+        "size": 258832
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "877f0b8a657b79a3b858b8514b4a1511860e09fafefe6a6a17c63f3dc1bace37",
-        "size": 1760664
+        "sha256": "23e0563383a8580a3b6be7426bc4b9b437841f2c2351196db49e0dfa1f3a9062",
+        "size": 1760696
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "c9517a39c2eaa566b29499c4aadb8c2c38745602902aaa1699016f389c8e8129",
-        "size": 251064
+        "sha256": "87fd65be003025508ec602eb1e318a784a463c099d4d6643fceba1d4a3346395",
+        "size": 251112
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "9a759aadb10447f60e9e30294b8b253d311adac1357d199ebdfc03458567d0dc",
-        "size": 1815416
+        "sha256": "18a20457450593a59b8d87397a7902db4c9257b0f8cacacab8553a15d6d1e8cf",
+        "size": 1815448
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "32e4394a3d72f86e92f1acc58bc92d3212bf4d97ecb394e36c501ae7dc01c134",
-        "size": 257976
+        "sha256": "37674d7aeed941a94016fc91731d5c49a527362134e1bed7d5cd7365b88778e7",
+        "size": 258008
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "7172f9121998f9ff52ef65aa3f4017ff675b4c4a1ca5906a7cd17475be6f9192",
-        "size": 1758864
+        "sha256": "57311f9775e4949c3de99a074d3e3a11e9515b2222712fb3a565f2602f072e12",
+        "size": 1758896
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "c976c636d2e1b0cdf7a8aa8e6b41782f8d8b329ae0796901855b5141e2ce15b4",
-        "size": 250488
+        "sha256": "0019195a045671336378685a87a8089b25ca784c9bb2d1c5844e4c8e8bd73820",
+        "size": 250520
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "0c8273b326ca5cd6ff36a3729aff8903d6347ee6212099a4cb9de9126490cf57",
+        "sha256": "08e80a0f446745afd1a6402b3f8592b2c31687c9dbd23b0ee804c69e3bc8f99e",
         "size": 1773701
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "8f21264f58429993e931374aa731f8abfaebf41d1c4b449bf6a8540b380507bf",
+        "sha256": "362a9fc2f106aab6a50bcd567d72f126290c59f499b78cd15bb07b2f65684b60",
         "size": 260575
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "1e09317f08b10ccd1225e8df27e6133ae4c8a41a96e6b18ef80e8934420bdaf7",
+        "sha256": "a36aa0e332e4871ac0df4f9e1b478440a05a552162196e90cf5657fd5a096109",
         "size": 1849680
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "e8896e233058338253ad93b9a5f52bb4cb41001c17b154d52def933fddf0bdc5",
+        "sha256": "b883686e7ffbd4c3128af3356828073a9aa8c0cdb906f5680b2de8d8d6b8b2a0",
         "size": 296056
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "07eceefb9abb5692021f41cd0c0699d3486060e9e31662755319fcce13d82d3d",
+        "sha256": "5834804cd4ff5e9d3f285334f49a09ed3fbac10b4b535a8f2fa01d7b51012f98",
         "size": 1678336
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "c0acb7cfc6ea803900005936a9af9071e1e5437780fa9ea179ee5939dd4ced4c",
+        "sha256": "332f04a6a36a74a88c6e5f9003aabd7565dcded168b0653d5b26ed9d62ef8bc7",
         "size": 180736
       }
     }
