@@ -497,6 +497,22 @@ export const MUTANTS = [
     why: "the holder of a process's turn does not take the turn across processes: the writers of different processes refuse each other",
   },
   {
+    id: "turn-holder-not-early",
+    file: "core/db.c",
+    find: "    if (e > *pSnap) {",
+    replace: "    if (0 && e > *pSnap) {",
+    tests: ["test_engine_early"],
+    why: "a turn holder's snapshot leaves out the installed commits still waiting for their sync: the turn waits for the disk again",
+  },
+  {
+    id: "early-reader-ends-before-sync",
+    file: "core/db.c",
+    find: "  if (l->touched) wait_snapshot_visible_locked(db, l);",
+    replace: "",
+    tests: ["test_engine_early"],
+    why: "a read-only transaction of a turn holder that read a commit not yet durable completes before its sync: a crash then takes back what a client saw",
+  },
+  {
     id: "mp-foreign-not-early",
     file: "core/db.c",
     find: "    if (nx->epoch != e + 1 || !(nx->foreign || __atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE)))",
