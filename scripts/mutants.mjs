@@ -562,6 +562,15 @@ export const MUTANTS = [
     why: "a switch writes over the log file the last switch replaced while another process still reads its pages there",
   },
   {
+    id: "mp-spare-kept-for-own-floor",
+    file: "processes/mp.c",
+    find: "    if (i == m->slot || !held_elsewhere(m->fd, LOCK_SLOT0 + i)) continue;\n    if (__atomic_load_n(&m->hdr->floor[i], __ATOMIC_ACQUIRE) <= e) return 0;",
+    replace: "    if (i != m->slot && !held_elsewhere(m->fd, LOCK_SLOT0 + i)) continue;\n    if (__atomic_load_n(&m->hdr->floor[i], __ATOMIC_ACQUIRE) <= e) return 0;",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "spare_reader" },
+    why: "the compacting process's own floor (held down by its compaction's target) keeps the spare from being reused: under a steady load most switches zero a new file of tens of MB",
+  },
+  {
     id: "mp-spare-taken-half-switched",
     file: "processes/mp.c",
     find: "  if ((g & 1) || g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED)) return 0;",

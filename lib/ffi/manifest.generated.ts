@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "da61bddfdf0042142ae3f4d9d10c54ccdb1c2122d0aafd1e90e5a6610022391b",
-        "size": 1817528
+        "sha256": "5894edb41212939c5f9f81f51b1a689851f2b9d46311442d1f1938fc326d166d",
+        "size": 1817544
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "4b87a8543f9c6b2f12d32d6fcba3f44d95202967440beb5e5c0ce6885c2148d1",
-        "size": 258832
+        "sha256": "0418b6b4c966e199efc07cdadb51ea9e97b092434aad0036d6c778a91898e417",
+        "size": 258848
       }
     },
     "linux-arm64-gnu": {
@@ -31,13 +31,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "23e0563383a8580a3b6be7426bc4b9b437841f2c2351196db49e0dfa1f3a9062",
+        "sha256": "6c2d315b51f9bc4b47b78c89972ea2332f328f6bf753ba030fc297919da039db",
         "size": 1760696
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "87fd65be003025508ec602eb1e318a784a463c099d4d6643fceba1d4a3346395",
+        "sha256": "f3c88449e59ad5de3dc15e845fd48c5cb35c780fe463e3e51908b737658d90ec",
         "size": 251112
       }
     },
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "18a20457450593a59b8d87397a7902db4c9257b0f8cacacab8553a15d6d1e8cf",
-        "size": 1815448
+        "sha256": "47f18f3ebd618252881c014f9e5556ee9c4b515add3434e0d7d259da38afc73f",
+        "size": 1815464
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "37674d7aeed941a94016fc91731d5c49a527362134e1bed7d5cd7365b88778e7",
-        "size": 258008
+        "sha256": "b49734506574c7e6304262d50d71a7432696091449ff143a0fa248fbf20b602d",
+        "size": 258024
       }
     },
     "linux-arm64-musl": {
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "57311f9775e4949c3de99a074d3e3a11e9515b2222712fb3a565f2602f072e12",
+        "sha256": "8537c959a2e476e8bf8e8d1527537ab2fe0fc9a1faadd67b8d051f969c886fd4",
         "size": 1758896
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "0019195a045671336378685a87a8089b25ca784c9bb2d1c5844e4c8e8bd73820",
+        "sha256": "701a9eff33a177475e63d316ebe6c5b2f3eec62d2f9efbbff8281756ed414b23",
         "size": 250520
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "08e80a0f446745afd1a6402b3f8592b2c31687c9dbd23b0ee804c69e3bc8f99e",
+        "sha256": "329c896bb979586e968877adb1563d22956ce06543ea110a09a036d90226e103",
         "size": 1773701
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "362a9fc2f106aab6a50bcd567d72f126290c59f499b78cd15bb07b2f65684b60",
+        "sha256": "bf10aa7c5b944467e988719a4332d9a0ee77ab0e45cfec70a91569aabcf6e437",
         "size": 260575
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "a36aa0e332e4871ac0df4f9e1b478440a05a552162196e90cf5657fd5a096109",
+        "sha256": "177d043808e5c6c67ebf2ab6ed905d1375a50e1c9dad25935c83f7993597bc34",
         "size": 1849680
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "b883686e7ffbd4c3128af3356828073a9aa8c0cdb906f5680b2de8d8d6b8b2a0",
+        "sha256": "76058b46775839e2425d6cd0aef4a1412b671cbead5f5f690bc63d582d041d2d",
         "size": 296056
       }
     },

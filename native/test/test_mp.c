@@ -1118,9 +1118,65 @@ static void half_switch(const char *dir) {
          (unsigned long long)settled_ms);
 }
 
+/* The inode of path + suffix. */
+static ino_t file_ino(const char *path, const char *suffix) {
+  char f[400];
+  snprintf(f, sizeof f, "%s%s", path, suffix);
+  struct stat st;
+  CHECK(stat(f, &st) == 0);
+  return st.st_ino;
+}
+
+/* The spare reused when only this process's own snapshots are older than the switch
+** before (no other process is open): this process is on the new file, whatever its
+** floor says. Two read transactions of its own hold the compactions back (at[0],
+** then at[1]); the second switch comes while this process's floor is at[1], below the
+** epoch of the first switch, as under a steady load when a compaction follows the
+** last switch at once (its target holds the floor down). Before, the second switch
+** zeroed a new file instead of writing over the spare: the log then has a new inode. */
+static void spare_own_round(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/spareown.db", dir);
+  make_bank(path);
+  const char *params = "mw_mp=1&mw_log_max_mb=1";
+  sqlite3 *w = tu_open(path, params);
+  tu_exec(w, "CREATE TABLE spare(id INTEGER PRIMARY KEY, b BLOB)");
+  tu_exec(w, "CREATE TABLE fill(b BLOB)");
+  insert_spare_rows(w, 100);
+  sqlite3 *pin[2];
+  uint64_t at[2];
+  for (int i = 0; i < 2; i++) pin_at(path, params, w, &pin[i], &at[i]);
+  ino_t first = file_ino(path, "-mw");
+  tu_exec(w, FILL_SQL);
+  wait_base(path, at[0]);
+  ino_t second = file_ino(path, "-mw");
+  CHECK(second != first && file_ino(path, "-mw.spare") == first);
+  tu_exec(pin[0], "COMMIT");
+  tu_exec(w, FILL_SQL);
+  wait_base(path, at[1]);
+  ino_t third = file_ino(path, "-mw");
+  if (third != first) {
+    fprintf(stderr, "%s: spare_reader: the second switch (bases %llu, %llu) made a new file "
+            "instead of taking the spare, which no process reads\n", prog,
+            (unsigned long long)at[0], (unsigned long long)at[1]);
+    CHECK(0);
+  }
+  tu_exec(pin[1], "COMMIT");
+  for (int i = 0; i < 2; i++) CHECK_RC(sqlite3_close(pin[i]), SQLITE_OK);
+  CHECK(tu_int(w, "SELECT count(*) FROM spare WHERE length(b) = 1500") == 300);
+  CHECK(tu_int(w, "SELECT count(*) FROM fill") == 1600);
+  CHECK(tu_integrity_ok(w));
+  CHECK_RC(sqlite3_close(w), SQLITE_OK);
+  CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mw.spare") && !tu_file_exists(path, "-mwshm"));
+  printf("%s: the spare taken by a switch while only this process's snapshots were older "
+         "than the switch before (bases %llu, %llu)\n", prog, (unsigned long long)at[0],
+         (unsigned long long)at[1]);
+}
+
 static void spare_reader(const char *dir) {
   spare_round(dir, 0);
   spare_round(dir, 1);
+  spare_own_round(dir);
   half_switch(dir);
 }
 

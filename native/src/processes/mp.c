@@ -937,8 +937,13 @@ static void switch_hook(void *ctx, uint64_t new_shift, uint64_t base, uint64_t r
 ** there. A process has left that file once it applied a record published after the
 ** switch, which only the file at the name holds: its floor is then above the epoch
 ** committed at the switch (switched_epoch; the publication lock was held from there
-** to the rename). The spare is taken only when the floor of every live process, this
-** one's too, is above it; the join lock held by the compactor keeps joins out. */
+** to the rename). The spare is taken only when the floor of every other live process
+** is above it; the join lock held by the compactor keeps joins out. This process left
+** the file when it followed the switch (its generation is the shared one; the switch of
+** its log waits for reads in flight) or made it: its own floor, held down by the
+** compaction that runs now, would keep the spare from being reused after a switch
+** followed at once by the next compaction, as under a steady load (16 inserting
+** processes: most switches zeroed a new file of some 50 MB). */
 static int spare_unread(mw_mp *m) {
   /* Not while a switch is half done (log_gen odd: its compactor died after the rename,
   ** before it published): the spare is then the file every process is still on, and
@@ -949,7 +954,7 @@ static int spare_unread(mw_mp *m) {
   if ((g & 1) || g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED)) return 0;
   uint64_t e = __atomic_load_n(&m->hdr->switched_epoch, __ATOMIC_ACQUIRE);
   for (int i = 0; i < MW_MP_SLOTS; i++) {
-    if (i != m->slot && !held_elsewhere(m->fd, LOCK_SLOT0 + i)) continue;
+    if (i == m->slot || !held_elsewhere(m->fd, LOCK_SLOT0 + i)) continue;
     if (__atomic_load_n(&m->hdr->floor[i], __ATOMIC_ACQUIRE) <= e) return 0;
   }
   return 1;
