@@ -571,6 +571,15 @@ export const MUTANTS = [
     why: "the compacting process's own floor (held down by its compaction's target) keeps the spare from being reused: under a steady load most switches zero a new file of tens of MB",
   },
   {
+    id: "mp-floor-stale",
+    file: "core/db.c",
+    find: "  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */",
+    replace: "  if (db->mp) mw_mp_floor(db, db->oldest);",
+    tests: ["test_mp"],
+    env: { MW_MP_CASE: "floor_follows" },
+    why: "a process's published floor stays at an old snapshot until its next garbage collection: the other processes' compactions stop far behind and every log switch copies hundreds of epochs of records",
+  },
+  {
     id: "mp-spare-taken-half-switched",
     file: "processes/mp.c",
     find: "  if ((g & 1) || g != __atomic_load_n(&m->gen, __ATOMIC_RELAXED)) return 0;",

@@ -1180,6 +1180,54 @@ static void spare_reader(const char *dir) {
   half_switch(dir);
 }
 
+/* A process's floor follows its snapshots: once a transaction ended, the floor this
+** process publishes (how far the others' compactions may go) is at least its snapshot.
+** Another process commits all along, so each transaction here begins on a newer epoch
+** than the last: before, the oldest snapshot was recomputed only when the snapshot that
+** ended was it, so the floor stayed where it was until the next garbage collection
+** (under 16 inserting processes some 250 ms behind: each log switch copied that much). */
+static void floor_follows(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/floor.db", dir);
+  make_bank(path);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0);
+  int slot = -1;
+  for (int i = 0; i < 256 && slot < 0; i++)
+    if (peek_u64(path, "-mwshm", 64 + 8 * i) == (uint64_t)getpid()) slot = i; /* its pid */
+  CHECK(slot >= 0);
+  pid_t w = spawn_writer(path, 0, 0, "mw_mp=1", 0);
+  int stale = 0, moved = 0, rounds = 50;
+  uint64_t first = 0, worst = 0;
+  for (int r = 0; r < rounds; r++) {
+    sleep_us(2000); /* the writer commits meanwhile */
+    tu_exec(db, "BEGIN");
+    CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0);
+    uint64_t snap = (uint64_t)tu_stat(db, MW_STAT_SNAPSHOT_EPOCH);
+    tu_exec(db, "COMMIT");
+    uint64_t floor = peek_u64(path, "-mwshm", 2144 + 8 * slot);
+    if (r == 0) first = snap;
+    if (snap > first) moved = 1;
+    if (floor < snap) {
+      stale++;
+      if (snap - floor > worst) worst = snap - floor;
+    }
+  }
+  tu_make_file(path, ".stop");
+  CHECK(tu_wait_status(w) == 0);
+  CHECK(tu_integrity_ok(db));
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  CHECK(moved); /* the writer did commit meanwhile */
+  if (stale) {
+    fprintf(stderr, "%s: floor_follows: after %d of %d transactions this process's floor was "
+            "below the snapshot that had just ended (up to %llu epochs)\n", prog, stale, rounds,
+            (unsigned long long)worst);
+    CHECK(0);
+  }
+  printf("%s: the floor followed each of %d snapshots while another process committed\n", prog,
+         rounds);
+}
+
 /* A process of create_race: opens (mw_mp=1, busy timeout 5 s), waits for the signal,
 ** creates the table if it does not exist (the other process does the same at once; the
 ** loser's CREATE may fail with SQLITE_BUSY), then inserts 20 rows of its own, each run
@@ -1421,6 +1469,7 @@ int main(int argc, char **argv) {
     { "threads_sync", threads_sync }, { "refresh_switch", refresh_switch },
     { "spare_reader", spare_reader }, { "create_race", create_race },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
+    { "floor_follows", floor_follows },
   };
   const char *only = getenv("MW_MP_CASE");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

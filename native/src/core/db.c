@@ -699,11 +699,17 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
 
 /* ---------------------------------------------------------------- snapshots */
 
-static void recompute_oldest_locked(mw_db *db) {
+/* The oldest snapshot now: no snapshot of this process is or will be below it. */
+static uint64_t oldest_now_locked(const mw_db *db) {
   uint64_t m = db->visible;
   if (db->compacting && db->compacting < m) m = db->compacting;
-  for (mw_lane *l = db->lanes; l; l = l->next_in_db)
+  for (const mw_lane *l = db->lanes; l; l = l->next_in_db)
     if (l->reg && l->reg < m) m = l->reg;
+  return m;
+}
+
+static void recompute_oldest_locked(mw_db *db) {
+  uint64_t m = oldest_now_locked(db);
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
 }
 
@@ -741,12 +747,27 @@ void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSiz
   mw_mutex_unlock(&db->mu);
 }
 
+/* After a snapshot at `was` ended. db->oldest is recomputed only when the one that
+** ended may have been it: between garbage collections it may lag, which keeps this
+** process's own compactions possible (a compaction needs its target at or above
+** db->oldest, the most that pruning may have passed). With mw_mp=1 the floor this
+** process publishes, how far the other processes' compactions may go, is the oldest
+** snapshot now: published from db->oldest, a process whose snapshots each began after
+** the last recompute (none was the stale oldest) kept its floor there until its next
+** garbage collection (16 inserting processes: some 1,500 epochs, 250 ms, behind; each
+** log switch copied that much). Raising db->oldest itself at every end instead stalled
+** compaction: only the process with the lowest floor may compact, and each end moved
+** its own oldest past the others' floors before its compactor came round. */
+static void snapshot_ended_locked(mw_db *db, uint64_t was) {
+  if (was == db->oldest) recompute_oldest_locked(db);
+  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */
+}
+
 void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
   mw_mutex_lock(&db->mu);
   uint64_t was = l->reg;
   l->reg = 0;
-  if (was == db->oldest) recompute_oldest_locked(db);
-  if (db->mp) mw_mp_floor(db, db->oldest); /* a compactor may go that far now */
+  snapshot_ended_locked(db, was);
   int wake = 0;
   mw_compact_dirty_locked(db, &wake);
   mw_mutex_unlock(&db->mu);
@@ -901,7 +922,7 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
     l->counted = 0;
   }
   if (!keep_turn) mw_turn_leave_locked(db, l);
-  if (was == db->oldest) recompute_oldest_locked(db);
+  snapshot_ended_locked(db, was);
   for (int i = 0; i < l->nusers; i++) mw_owner_unref(l->users[i]);
   l->nusers = 0;
   l->untracked = 0;
@@ -909,7 +930,6 @@ void mw_db_txn_end(mw_db *db, mw_lane *l) {
   /* Only the turn's waits depend on a transaction's end (db->active), and there are
   ** none while no turn is held or queued. */
   if (db->turn || db->turn_head) mw_cond_broadcast(&db->turn_cv);
-  if (db->mp) mw_mp_floor(db, db->oldest); /* a compactor may go that far now */
   l->alone = __atomic_load_n(&db->refs, __ATOMIC_RELAXED) == 1 && !db->mp;
   int wake = 0;
   mw_compact_dirty_locked(db, &wake);
