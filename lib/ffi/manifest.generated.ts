@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "5894edb41212939c5f9f81f51b1a689851f2b9d46311442d1f1938fc326d166d",
-        "size": 1817544
+        "sha256": "6691accb81dc663443e22348d1fab4327e755f2273b7306d1c20eed3b2732e76",
+        "size": 1817672
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "0418b6b4c966e199efc07cdadb51ea9e97b092434aad0036d6c778a91898e417",
-        "size": 258848
+        "sha256": "2e26ecf8b60b8c704c165c84cb2466901354a267f3b77070dae1d330ba08eb19",
+        "size": 258976
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "6c2d315b51f9bc4b47b78c89972ea2332f328f6bf753ba030fc297919da039db",
-        "size": 1760696
+        "sha256": "c71c8e3fbcd13d4532d96dc0cc36a41c3ff8c5a58e73fa44f8766bd295f29747",
+        "size": 1760808
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "f3c88449e59ad5de3dc15e845fd48c5cb35c780fe463e3e51908b737658d90ec",
-        "size": 251112
+        "sha256": "5b56462a7e838c30385eed11f747b893d4f4814b71fc9d95f655b201b4688d56",
+        "size": 251208
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "47f18f3ebd618252881c014f9e5556ee9c4b515add3434e0d7d259da38afc73f",
-        "size": 1815464
+        "sha256": "e2130d21fa4a6b9c88caf300b1fb597a3ff91de2a1a5b5001827bdfe99cbcbcc",
+        "size": 1815592
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "b49734506574c7e6304262d50d71a7432696091449ff143a0fa248fbf20b602d",
-        "size": 258024
+        "sha256": "cdef5bb5e03906addb552915c4811fa0f1ee48a0f2bca0b22586229a0add154b",
+        "size": 258152
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8537c959a2e476e8bf8e8d1527537ab2fe0fc9a1faadd67b8d051f969c886fd4",
-        "size": 1758896
+        "sha256": "aa8f33d15bb1aaaf8759a9b85cb61570e53317dca5fea0050ca2973e303c39b0",
+        "size": 1759008
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "701a9eff33a177475e63d316ebe6c5b2f3eec62d2f9efbbff8281756ed414b23",
-        "size": 250520
+        "sha256": "8381862fe8de578ceb761063686c1027679be2348cfc832b969953ca62192741",
+        "size": 250632
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "329c896bb979586e968877adb1563d22956ce06543ea110a09a036d90226e103",
+        "sha256": "89c3848f7654410a313e6edf6fe799c31d4017d9400b75097b678f7e169e2e30",
         "size": 1773701
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "bf10aa7c5b944467e988719a4332d9a0ee77ab0e45cfec70a91569aabcf6e437",
+        "sha256": "d350e254db2b49f83004a4a9afa9afa527ab1f0eeed6d1934f751b646387272b",
         "size": 260575
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "177d043808e5c6c67ebf2ab6ed905d1375a50e1c9dad25935c83f7993597bc34",
+        "sha256": "1ca414269be86bc00020de6c7126e31f83687a937402127cdae6286e97301972",
         "size": 1849680
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "76058b46775839e2425d6cd0aef4a1412b671cbead5f5f690bc63d582d041d2d",
+        "sha256": "6c31aab15e66875bb983959bc220ace8d2d7430ea069b8dfe70a2cc9b76a909d",
         "size": 296056
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "5834804cd4ff5e9d3f285334f49a09ed3fbac10b4b535a8f2fa01d7b51012f98",
-        "size": 1678336
+        "sha256": "8ba20d940367ead4f64a8cb61b4384843aa3bfb9adf022e8cf601b98d7512f77",
+        "size": 1678848
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "332f04a6a36a74a88c6e5f9003aabd7565dcded168b0653d5b26ed9d62ef8bc7",
-        "size": 180736
+        "sha256": "ff4b857ca16fcb548aa37c532ade1c5d3a534cd8584cf39d64b76486707fc6fa",
+        "size": 181248
       }
     }
   }
