@@ -895,6 +895,19 @@ static void insert_spare_rows(sqlite3 *db, int n) {
   tu_exec(db, SPARE_FILL_SQL);
 }
 
+#define SPARE_PARAMS "mw_mp=1&mw_log_max_mb=1"
+
+/* A new database at path for the spare cases: the bank, the tables spare (100 rows) and
+** fill, open with SPARE_PARAMS. */
+static sqlite3 *spare_db(const char *path) {
+  make_bank(path);
+  sqlite3 *w = tu_open(path, SPARE_PARAMS);
+  tu_exec(w, "CREATE TABLE spare(id INTEGER PRIMARY KEY, b BLOB)");
+  tu_exec(w, "CREATE TABLE fill(b BLOB)");
+  insert_spare_rows(w, 100);
+  return w;
+}
+
 /* Waits (at most 60 s) until the log's base epoch is at least `epoch`. */
 static void wait_base(const char *path, uint64_t epoch) {
   uint64_t t0 = tu_now_ns();
@@ -926,12 +939,8 @@ static void pin_at(const char *path, const char *params, sqlite3 *w, sqlite3 **p
 static void spare_round(const char *dir, int linked) {
   char path[300];
   snprintf(path, sizeof path, "%s/spare%d.db", dir, linked);
-  make_bank(path);
-  const char *params = "mw_mp=1&mw_log_max_mb=1";
-  sqlite3 *w = tu_open(path, params);
-  tu_exec(w, "CREATE TABLE spare(id INTEGER PRIMARY KEY, b BLOB)");
-  tu_exec(w, "CREATE TABLE fill(b BLOB)");
-  insert_spare_rows(w, 100);
+  const char *params = SPARE_PARAMS;
+  sqlite3 *w = spare_db(path);
   /* Rows of another table take the log past its limit, so that the compactor runs at
   ** once: here to the first pin's snapshot, where the file the reader opens starts. */
   const char *fill = FILL_SQL;
@@ -1137,12 +1146,8 @@ static ino_t file_ino(const char *path, const char *suffix) {
 static void spare_own_round(const char *dir) {
   char path[300];
   snprintf(path, sizeof path, "%s/spareown.db", dir);
-  make_bank(path);
-  const char *params = "mw_mp=1&mw_log_max_mb=1";
-  sqlite3 *w = tu_open(path, params);
-  tu_exec(w, "CREATE TABLE spare(id INTEGER PRIMARY KEY, b BLOB)");
-  tu_exec(w, "CREATE TABLE fill(b BLOB)");
-  insert_spare_rows(w, 100);
+  const char *params = SPARE_PARAMS;
+  sqlite3 *w = spare_db(path);
   sqlite3 *pin[2];
   uint64_t at[2];
   for (int i = 0; i < 2; i++) pin_at(path, params, w, &pin[i], &at[i]);
