@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "6691accb81dc663443e22348d1fab4327e755f2273b7306d1c20eed3b2732e76",
-        "size": 1817672
+        "sha256": "5ff8fa47512e168755c89b2cb12f6e0e3264905b833bfcb8e34ad1672b304b2a",
+        "size": 1818232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "2e26ecf8b60b8c704c165c84cb2466901354a267f3b77070dae1d330ba08eb19",
-        "size": 258976
+        "sha256": "47236c2376b99d25ca10db20f74c7e300dc26a9a414844e828b322d066679cdc",
+        "size": 259520
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "c71c8e3fbcd13d4532d96dc0cc36a41c3ff8c5a58e73fa44f8766bd295f29747",
-        "size": 1760808
+        "sha256": "b28f7662fe0c0c315dd86e7f6751de3ac1e1ede7c30e2890d90be25dd0169ad9",
+        "size": 1761224
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "5b56462a7e838c30385eed11f747b893d4f4814b71fc9d95f655b201b4688d56",
-        "size": 251208
+        "sha256": "30fb1ddef03384428df655328574bb9dd11a1d807c40137944a457b8b9e01802",
+        "size": 251640
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "e2130d21fa4a6b9c88caf300b1fb597a3ff91de2a1a5b5001827bdfe99cbcbcc",
-        "size": 1815592
+        "sha256": "22ddf105c174986e98b53bb91aee825491156a6ec54e6f57e775e34a7dc788cd",
+        "size": 1816152
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "cdef5bb5e03906addb552915c4811fa0f1ee48a0f2bca0b22586229a0add154b",
-        "size": 258152
+        "sha256": "2278803938d1c0f76c8cd802054bd9effbe2fb8cd1473fa446b8860cfd96ef56",
+        "size": 258696
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "aa8f33d15bb1aaaf8759a9b85cb61570e53317dca5fea0050ca2973e303c39b0",
-        "size": 1759008
+        "sha256": "ac5b48c82559ab8472c0ba7ba81035feb75bc9e464be9f8a3d3d147bb6bb9a9c",
+        "size": 1759424
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "8381862fe8de578ceb761063686c1027679be2348cfc832b969953ca62192741",
-        "size": 250632
+        "sha256": "c952986431b4952865747dec8dcf23b4e1e2bcc40b8b5ba8c8a107ba9ef21f71",
+        "size": 251048
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "89c3848f7654410a313e6edf6fe799c31d4017d9400b75097b678f7e169e2e30",
+        "sha256": "d49639681b1db653293b288a6cc41a7f2e449f3f2f6aecd1a697042c1f4a6aa8",
         "size": 1773701
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "d350e254db2b49f83004a4a9afa9afa527ab1f0eeed6d1934f751b646387272b",
+        "sha256": "a70a0a1759ebf7f5273d593c8f3fc159520e8a91fbb8eef48eebe31554e44ac5",
         "size": 260575
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "1ca414269be86bc00020de6c7126e31f83687a937402127cdae6286e97301972",
+        "sha256": "150b1471cf8616b26c50650268b59240bb7470b15a5e7ab0b3c7afb80cfb8ab5",
         "size": 1849680
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "6c31aab15e66875bb983959bc220ace8d2d7430ea069b8dfe70a2cc9b76a909d",
+        "sha256": "4514fa660332d714fe9f22ce079ed9d3641ef9f033fe066898d5e4f15215c6ee",
         "size": 296056
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "8ba20d940367ead4f64a8cb61b4384843aa3bfb9adf022e8cf601b98d7512f77",
+        "sha256": "4583c58a21f32737236e12b2ea67ef83c44c180e21436dfa8647a7a20ed6aa06",
         "size": 1678848
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "ff4b857ca16fcb548aa37c532ade1c5d3a534cd8584cf39d64b76486707fc6fa",
-        "size": 181248
+        "sha256": "061f1eb23165df61c9b9a40cdfecd029517972e80f11f02bce0b2acf33d0065b",
+        "size": 182272
       }
     }
   }

@@ -44,6 +44,11 @@ static int fail_reads(int op, mw_fd fd) {
   return 0;
 }
 
+static int deny_open(int op, mw_fd fd) {
+  (void)fd;
+  return op == MW_OP_OPEN ? EACCES : 0;
+}
+
 static int fail_replay(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
                        const uint32_t *pgnos, const unsigned char *images) {
   (void)ctx; (void)db_pages; (void)npages; (void)pgnos; (void)images;
@@ -200,6 +205,23 @@ int main(void) {
     CHECK_RC(mw_log_open(db, &o, fail_replay, 0, &log, &base, &last, &err), SQLITE_NOMEM);
     CHECK(log == 0 && err != 0);
     sqlite3_free(err);
+  }
+
+  /* A log the process may not open for writing (a read-only directory, a file of
+  ** another user): SQLITE_CANTOPEN, with a message that says what the engine needs. */
+  {
+    mw_log_options o = tl_opts(PS, 1, STEP);
+    char *err = 0;
+    tl_set_hook(deny_open);
+    CHECK_RC(mw_log_open(db, &o, tl_replay, &seen, &log, &base, &last, &err), SQLITE_CANTOPEN);
+    tl_set_hook(0);
+    printf("test_log_recover: a log that cannot be opened: %s\n", err ? err : "(no message)");
+    CHECK(log == 0 && err != 0 && strstr(err, "for reading and writing") != 0);
+    char want[32];
+    snprintf(want, sizeof want, "system error %d", EACCES);
+    CHECK(strstr(err, want) != 0 && strstr(err, "also for a read-only connection") != 0);
+    sqlite3_free(err);
+    CHECK(tl_file_size(logp) == full_n); /* untouched */
   }
 
   /* Another page size with records behind the header: SQLITE_CORRUPT. */

@@ -620,9 +620,17 @@ int mw_log_open(const char *db_path, const mw_log_options *opts, mw_log_replay_f
     free_log(log);
     return SQLITE_CORRUPT;
   }
-  int rc = mw_file_open(log->path, 1, &log->fd, 0);
+  int os_err = 0;
+  int rc = mw_file_open(log->path, 1, &log->fd, &os_err);
   if (rc != SQLITE_OK) {
-    set_msg(pzErr, "multiwriter log: cannot open %s (%d)", log->path, rc);
+    /* Most often a directory or a log the process may not write: every connection
+    ** through the engine needs the log, read-only ones too (stock SQLite needs the
+    ** -shm file of a WAL database the same way). */
+    if (pzErr)
+      *pzErr = sqlite3_mprintf("multiwriter log: cannot open %s for reading and writing (%d, "
+                               "system error %d): the engine needs to create and write it "
+                               "beside the database, also for a read-only connection",
+                               log->path, rc, os_err);
     free_log(log);
     return rc;
   }
