@@ -236,6 +236,7 @@ export class Database {
   readonly #mode: ValueMode;
   #db: Ptr | null = null;
   readonly #path: string;
+  readonly #engine: boolean;
   readonly #statements = new Set<Statement<object>>();
   readonly #cache = new Map<string, Statement<object>>();
   readonly #internal = new Map<string, Statement<object>>();
@@ -290,7 +291,8 @@ export class Database {
       throw new Error("Cannot open an anonymous database in read-only mode."); // bun:sqlite's refusal
     }
     const params: [string, string][] = [];
-    if (o.multiwriter && !memory) params.push(["vfs", "multiwriter"], ...o.engineParams);
+    this.#engine = o.multiwriter && !memory;
+    if (this.#engine) params.push(["vfs", "multiwriter"], ...o.engineParams);
     const uri = toUri(file, params);
     // An image is deserialized into a writable memory database, read-only there if asked.
     const readonly = o.readonly && image === null;
@@ -402,6 +404,13 @@ export class Database {
     if (code === SQLITE_BUSY_SNAPSHOT && message === "database is locked") {
       // Nothing is locked: the commit was refused because another writer won.
       message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
+    }
+    if (this.#engine && message === "output file already exists" && /\bvacuum\b/i.test(sql ?? "") &&
+        !/[?&]mw=0\b/.test(sql ?? "")) {
+      // The engine creates VACUUM INTO's output when SQLite attaches it, before SQLite checks
+      // that it is empty: the copy has to go through the stock VFS (README, Limits).
+      message += ": through the engine, VACUUM INTO needs its output as 'file:PATH?mw=0' " +
+        "(delete the file this attempt left first)";
     }
     if (code === SQLITE_BUSY_SNAPSHOT && s.sqlite3_get_autocommit(db) === 0) {
       // A commit is lost only at COMMIT/END, RELEASE of the outermost savepoint or the end

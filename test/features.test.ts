@@ -200,3 +200,39 @@ describe("fileControl, stats, library facts", () => {
     db.close();
   });
 });
+
+describe("VACUUM INTO", () => {
+  it("through the engine: a plain output path fails with the way out, and the way out makes a copy stock SQLite reads", () => {
+    const dir = tempDir();
+    const db = new Database(join(dir, "src.db"));
+    db.run("CREATE TABLE t(x)");
+    db.transaction(() => {
+      for (let i = 0; i < 50; i++) db.run("INSERT INTO t VALUES (?)", [i]);
+    })();
+    let err: unknown;
+    try {
+      db.run(`VACUUM INTO '${join(dir, "plain.db")}'`);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(SQLiteError);
+    expect((err as SQLiteError).message).toMatch(/^output file already exists: through the engine, VACUUM INTO needs its output as 'file:PATH\?mw=0'/);
+    const out = join(dir, "copy.db");
+    db.run(`VACUUM INTO 'file:${out}?mw=0'`);
+    db.close();
+    const copy = new Database(out, { multiwriter: false, readonly: true });
+    expect(copy.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
+    expect(copy.query("SELECT count(*) AS n, sum(x) AS s FROM t").get()).toEqual({ n: 50, s: 1225 });
+    copy.close();
+  });
+
+  it("without the engine the message is SQLite's own", () => {
+    const dir = tempDir();
+    const db = new Database(join(dir, "src.db"), { multiwriter: false });
+    db.run("CREATE TABLE t(x)");
+    const out = join(dir, "copy.db");
+    db.run(`VACUUM INTO '${out}'`);
+    expect(() => db.run(`VACUUM INTO '${out}'`)).toThrow(/^output file already exists$/);
+    db.close();
+  });
+});
