@@ -178,8 +178,11 @@ export function renderMarkdown(rows, title) {
   for (const [k, rs] of groups) {
     const [h, mode] = k.split("\u0000");
     out.push("", `## ${h}, ${mode}`, "");
-    out.push("| workload | writers | variant | tx/s | retries/100 | gave up | p50 ms | p99 ms | p99.9 ms | max ms | x sqlite |");
-    out.push("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    out.push(
+      "| workload | writers | variant | tx/s | retries/100 | gave up | p50 ms | p99 ms | p99.9 ms | max ms | mean ms | " +
+        "open at end ms | fewest | x sqlite |",
+    );
+    out.push("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     const sorted = [...rs].sort(
       (a, b) =>
         byOrder(WORKLOAD_ORDER)(a.workload, b.workload) ||
@@ -189,7 +192,7 @@ export function renderMarkdown(rows, title) {
     for (const r of sorted) {
       if (r.skipped != null) continue; // listed once below
       if (r.error != null) {
-        out.push(`| ${r.workload} | ${r.writers} | ${r.variant} | **FAILED** | | | | | | | |`);
+        out.push(`| ${r.workload} | ${r.writers} | ${r.variant} | **FAILED** | | | | | | | | | | |`);
         continue;
       }
       const b = base.get(key(r.harness, r.runtime, r.mode, r.workload, r.writers));
@@ -197,7 +200,9 @@ export function renderMarkdown(rows, title) {
       const star = (r.variant === "mw" || r.variant === "mwr") && r.engine_active === false ? "\\*" : "";
       out.push(
         `| ${r.workload} | ${r.writers} | ${r.variant}${star} | ${fmtInt(r.tx_per_s)} | ${r.retries_per_100.toFixed(1)} | ` +
-          `${r.gave_up} | ${fmtMs(r.p50_us)} | ${fmtMs(r.p99_us)} | ${fmtMs(r.p999_us)} | ${fmtMs(r.max_us)} | ${ratio} |`,
+          `${r.gave_up} | ${fmtMs(r.p50_us)} | ${fmtMs(r.p99_us)} | ${fmtMs(r.p999_us)} | ${fmtMs(r.max_us)} | ` +
+          `${r.mean_us == null ? "" : fmtMs(r.mean_us)} | ${r.open_at_end_max_us == null ? "" : fmtMs(r.open_at_end_max_us)} | ` +
+          `${r.fewest_share == null ? "" : `${Math.round(100 * r.fewest_share)}%`} | ${ratio} |`,
       );
     }
   }

@@ -2,7 +2,8 @@
 # bench/smoke.sh: a quick check of the benchmark harnesses (well under a minute on 2 cores).
 #  - native mwbench: every workload with 2 writers for 0.3 s (threads; bulk and transfer also
 #    as processes), every figure validated (exit 0, no "error" line, one "validated" line
-#    per run that is not skipped);
+#    per run that is not skipped, with a mean latency, a fairness share and the wait in flight
+#    at the end that make sense);
 #  - the TypeScript harness under Bun (every workload, threads; bulk also as processes) and
 #    under Deno (one run), the same way;
 #  - report.mjs renders the lines (Markdown with no FAILED row, an SVG);
@@ -35,7 +36,11 @@ expect_runs() {
     const rows = fs.readFileSync(file, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
     const errors = rows.filter((r) => r.error != null);
     const figs = rows.filter((r) => r.skipped == null && r.error == null);
-    const bad = figs.filter((r) => r.validated !== true || !(r.tx_per_s > 0) || !(r.committed > 0));
+    // The latency and fairness figures: a mean within the latencies, the least committing
+    // writer at most the average, the wait in flight at the end never negative.
+    const bad = figs.filter((r) => r.validated !== true || !(r.tx_per_s > 0) || !(r.committed > 0) ||
+      !(r.mean_us > 0 && r.mean_us <= r.max_us) || !(r.fewest_share >= 0 && r.fewest_share <= 1) ||
+      !(r.open_at_end_max_us >= 0));
     if (rows.length !== n || errors.length || bad.length) {
       console.error(`  ${rows.length} lines (want ${n}), ${errors.length} errors, ${bad.length} unvalidated`);
       for (const r of [...errors, ...bad]) console.error("  " + JSON.stringify(r).slice(0, 300));

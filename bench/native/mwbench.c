@@ -71,6 +71,7 @@ typedef struct {
   atomic_int phase;  /* PH_* */
   atomic_int abort;  /* a writer failed: everyone stops */
   atomic_int finished; /* writers done, connection closed */
+  _Atomic uint64_t stop_ns; /* when the measured period ended (now_ns) */
 } ctl_t;
 
 typedef struct {
@@ -79,6 +80,9 @@ typedef struct {
   uint64_t gave_up;   /* in the measured period, after MAX_RETRIES */
   uint64_t abandoned; /* retries cut short by the end of the run (not counted) */
   uint64_t total;     /* committed over the whole run: what the check expects */
+  uint64_t open_at_stop_ns; /* age of the transaction in flight when the measured period
+                            ** ended: its wait is in no percentile (not committed in it), so
+                            ** a writer starved by a busy handler shows here */
   int64_t engine;     /* MW_STAT_ENGINE of the connection */
   int failed;
   char err[256];
@@ -272,6 +276,10 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
         break;
       }
       backoff(&x.rng, attempts);
+    }
+    if (atomic_load(&ctl->phase) == PH_STOP && !r->open_at_stop_ns) {
+      uint64_t stop = atomic_load(&ctl->stop_ns);
+      r->open_at_stop_ns = stop > t0 ? stop - t0 : 1;
     }
     if (!done) continue;
     uint64_t t1 = now_ns();
@@ -568,8 +576,9 @@ static int run_one(runcfg_t *c) {
     t0 = now_ns();
     atomic_store(&ctl->phase, PH_MEASURE);
     sleep_watch(ctl, c->duration);
-    atomic_store(&ctl->phase, PH_STOP);
     t1 = now_ns();
+    atomic_store(&ctl->stop_ns, t1);
+    atomic_store(&ctl->phase, PH_STOP);
   } else {
     atomic_store(&ctl->phase, PH_STOP);
   }
@@ -625,6 +634,7 @@ static int run_one(runcfg_t *c) {
     }
   }
   uint64_t committed = 0, retries = 0, gave_up = 0, abandoned = 0, total = 0;
+  uint64_t open_max = 0, fewest = UINT64_MAX;
   int engine = 1;
   for (int w = 0; w < started; w++) {
     if (res[w].failed && !failed) {
@@ -636,6 +646,8 @@ static int run_one(runcfg_t *c) {
     gave_up += res[w].gave_up;
     abandoned += res[w].abandoned;
     total += res[w].total;
+    if (res[w].open_at_stop_ns > open_max) open_max = res[w].open_at_stop_ns;
+    if (res[w].committed < fewest) fewest = res[w].committed;
     if (res[w].engine == 0) engine = 0;
   }
   if (!failed && atomic_load(&ctl->abort)) {
@@ -659,23 +671,29 @@ finish:
     double us = 1000.0;
     uint64_t p50 = pct_sorted(all.v, all.n, 0.50), p99 = pct_sorted(all.v, all.n, 0.99),
              p999 = pct_sorted(all.v, all.n, 0.999), mx = all.n ? all.v[all.n - 1] : 0;
+    double sum = 0;
+    for (size_t i = 0; i < all.n; i++) sum += (double)all.v[i];
+    double mean = all.n ? sum / (double)all.n : 0;
+    /* Fairness: the writer that committed least, as a share of the average writer. */
+    double share = committed ? (double)fewest * (double)started / (double)committed : 0;
     line_head(out_f, c);
     fprintf(out_f,
             "\"elapsed_s\":%.4f,\"committed\":%llu,\"tx_per_s\":%.1f,\"retries\":%llu,\"retries_per_100\":%.2f,"
             "\"gave_up\":%llu,\"abandoned\":%llu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
+            "\"mean_us\":%.1f,\"open_at_end_max_us\":%.1f,\"fewest_share\":%.3f,"
             "\"total_committed\":%llu,\"validated\":true,\"check\":",
             el, (unsigned long long)committed, tps, (unsigned long long)retries,
             committed ? 100.0 * (double)retries / (double)committed : 0.0, (unsigned long long)gave_up,
             (unsigned long long)abandoned, (double)p50 / us, (double)p99 / us, (double)p999 / us, (double)mx / us,
-            (unsigned long long)total);
+            mean / us, (double)open_max / us, share, (unsigned long long)total);
     json_str(out_f, what);
     fprintf(out_f, ",\"engine_active\":%s,\"begin\":\"%s\",\"busy_timeout_ms\":%d,\"synchronous\":\"FULL\",",
             engine ? "true" : "false", begin_sql(c->variant), busy_timeout_ms(c->variant));
     line_tail(out_f);
-    fprintf(stderr, "  %-8s %-11s %-9s x%-3d %9.0f tx/s  retries/100 %7.1f  p99.9 %9.1f us  gave up %llu  [%s]\n",
+    fprintf(stderr, "  %-8s %-11s %-9s x%-3d %9.0f tx/s  retries/100 %7.1f  p99.9 %9.1f us  mean %9.1f us  fewest %3.0f%%  gave up %llu  [%s]\n",
             wl_names[c->wl], v_names[c->variant], m_names[c->mode], n, tps,
-            committed ? 100.0 * (double)retries / (double)committed : 0.0, (double)p999 / us,
-            (unsigned long long)gave_up, what);
+            committed ? 100.0 * (double)retries / (double)committed : 0.0, (double)p999 / us, mean / us,
+            100.0 * share, (unsigned long long)gave_up, what);
   }
   lat_free(&all);
   free(targs);

@@ -314,7 +314,10 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
       }),
     ]).finally(() => clearTimeout(watchdog));
     let committed = 0, retries = 0, gaveUp = 0, abandoned = 0, total = 0, n = 0, engine = true;
+    let openMax = 0, fewest = Infinity;
     for (const r of results) {
+      openMax = Math.max(openMax, r.res.openAtStopUs);
+      fewest = Math.min(fewest, r.res.committed);
       committed += r.res.committed;
       retries += r.res.retries;
       gaveUp += r.res.gaveUp;
@@ -332,6 +335,9 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
       ...figures,
       gave_up: gaveUp,
       abandoned,
+      open_at_end_max_us: openMax,
+      // Fairness: the writer that committed least, as a share of the average writer.
+      fewest_share: committed ? Math.round((1000 * fewest * results.length) / committed) / 1000 : 0,
       total_committed: total,
       validated: true,
       check,
@@ -343,7 +349,9 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
     console.error(
       `  ${cfg.workload.padEnd(8)} ${cfg.variant.padEnd(11)} ${cfg.mode.padEnd(9)} x${String(cfg.writers).padEnd(3)} ` +
         `${figures.tx_per_s.toFixed(0).padStart(9)} tx/s  retries/100 ${figures.retries_per_100.toFixed(1).padStart(7)}  ` +
-        `p99.9 ${figures.p999_us.toFixed(1).padStart(9)} us  gave up ${gaveUp}  [${check}]`,
+        `p99.9 ${figures.p999_us.toFixed(1).padStart(9)} us  mean ${figures.mean_us.toFixed(1).padStart(9)} us  ` +
+        `fewest ${(committed ? (100 * fewest * results.length) / committed : 0).toFixed(0).padStart(3)}%  ` +
+        `gave up ${gaveUp}  [${check}]`,
     );
     return true;
   } catch (e) {

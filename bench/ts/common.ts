@@ -41,6 +41,9 @@ export interface WriterResult {
   abandoned: number;
   total: number;
   engine: boolean;
+  /** Age in us of the transaction in flight when the measured period ended: its wait is in
+   * no percentile, so a writer starved by a busy handler shows here. */
+  openAtStopUs: number;
   error?: string;
 }
 
@@ -226,7 +229,7 @@ export class Writer {
   #seq = 0;
   #lat = new Float64Array(4096);
   #n = 0;
-  readonly res: WriterResult = { committed: 0, retries: 0, gaveUp: 0, abandoned: 0, total: 0, engine: false };
+  readonly res: WriterResult = { committed: 0, retries: 0, gaveUp: 0, abandoned: 0, total: 0, engine: false, openAtStopUs: 0 };
   readonly #one: () => void;
 
   constructor(readonly cfg: RunConfig, readonly w: number) {
@@ -387,7 +390,12 @@ export class Writer {
   run(measureAt: number, stopAt: number): Float64Array {
     this.#measureAt = measureAt;
     this.#stopAt = stopAt;
-    while (!this.#stopped) this.#one();
+    let started = stopAt;
+    while (!this.#stopped) {
+      started = wall();
+      this.#one();
+    }
+    this.res.openAtStopUs = Math.max(0, Math.round((stopAt - started) * 1000));
     // Test hook of bench/smoke.sh: claim a commit that never happened; the check must fail.
     if (this.w === 0 && process.env.MWBENCH_FAULT === "count") this.res.total++;
     // Test hook: writer 0 hangs after the run; the parent's watchdog must report it.
@@ -425,6 +433,7 @@ export function runFigures(duration: number, committed: number, retries: number,
     p99_us: r1(pct(sorted, 0.99)),
     p999_us: r1(pct(sorted, 0.999)),
     max_us: r1(sorted.length ? sorted[sorted.length - 1] : 0),
+    mean_us: r1(sorted.length ? sorted.reduce((a, b) => a + b, 0) / sorted.length : 0),
   };
 }
 
