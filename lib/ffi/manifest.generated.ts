@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "5ff8fa47512e168755c89b2cb12f6e0e3264905b833bfcb8e34ad1672b304b2a",
-        "size": 1818232
+        "sha256": "5292f815d4a88f59878474249ed4eab0be80545c0de6507cf8aa6981baf6fe10",
+        "size": 1818312
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "47236c2376b99d25ca10db20f74c7e300dc26a9a414844e828b322d066679cdc",
-        "size": 259520
+        "sha256": "da1c8c69faa8fc24f102d03ec9af0a45c5f4053f31add1c0b3477d5eb7332e97",
+        "size": 259600
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "b28f7662fe0c0c315dd86e7f6751de3ac1e1ede7c30e2890d90be25dd0169ad9",
-        "size": 1761224
+        "sha256": "3694faa5b99ff0fb228493345e619261695fdbd6a72ba9185f886693d54676bb",
+        "size": 1761304
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "30fb1ddef03384428df655328574bb9dd11a1d807c40137944a457b8b9e01802",
-        "size": 251640
+        "sha256": "b98cbf6e81a588945d1a458fe0af6a59430d10b18f6da1fafc5a1d614c51a678",
+        "size": 251720
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "22ddf105c174986e98b53bb91aee825491156a6ec54e6f57e775e34a7dc788cd",
-        "size": 1816152
+        "sha256": "6ffeae26369dddf57d45ed6460637331221803ee81346f665c0cb3f4d1a30acc",
+        "size": 1816232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "2278803938d1c0f76c8cd802054bd9effbe2fb8cd1473fa446b8860cfd96ef56",
-        "size": 258696
+        "sha256": "7b290002d3e4e9d1cb71d8bd6ab22fb6522ba15bdcc7ed4843b42772ff2f8679",
+        "size": 258776
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ac5b48c82559ab8472c0ba7ba81035feb75bc9e464be9f8a3d3d147bb6bb9a9c",
-        "size": 1759424
+        "sha256": "8f1b03a61e1c630d12709c4b643606f2d33bf7b49619e24c0aba9ff6fc6596e0",
+        "size": 1759504
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "c952986431b4952865747dec8dcf23b4e1e2bcc40b8b5ba8c8a107ba9ef21f71",
-        "size": 251048
+        "sha256": "acd5df4729488cc89a0dd2fa5561e6259f930270b1902da5c868e080286ec114",
+        "size": 251128
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "d49639681b1db653293b288a6cc41a7f2e449f3f2f6aecd1a697042c1f4a6aa8",
+        "sha256": "190198969b4ccf4a24d8c963f10dd80c244dafa30ee5ce19c27580a2e7f0f664",
         "size": 1773701
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "a70a0a1759ebf7f5273d593c8f3fc159520e8a91fbb8eef48eebe31554e44ac5",
+        "sha256": "3435352a63fdeb9af01d971a0bc1a99cbc75b811dfa800a9335ba7e69f04838e",
         "size": 260575
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "150b1471cf8616b26c50650268b59240bb7470b15a5e7ab0b3c7afb80cfb8ab5",
+        "sha256": "64e4d610f12d0c6d52990526d6424246030ea4022bbbf72f7ffa6bd80f8da297",
         "size": 1849680
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "4514fa660332d714fe9f22ce079ed9d3641ef9f033fe066898d5e4f15215c6ee",
+        "sha256": "6419b5124406c1023d27952e40215f7c20f441d0ca3f103589f749f52a8d662e",
         "size": 296056
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "4583c58a21f32737236e12b2ea67ef83c44c180e21436dfa8647a7a20ed6aa06",
+        "sha256": "0afa8aa080b762a1f895ae6d51bdee8e4f710e247f6318113c86998b88ebac61",
         "size": 1678848
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "061f1eb23165df61c9b9a40cdfecd029517972e80f11f02bce0b2acf33d0065b",
+        "sha256": "390ba10a00567d044667bf8dc454cf7cb8dc990e8c2dc52505ed1cd5d71b5079",
         "size": 182272
       }
     }

@@ -278,6 +278,19 @@ void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visi
       chain_prune(st, c, oldest);
       /* A cached file page (epoch 0) alone stays while the cache has room. */
       int cached_only = c->n == 1 && c->v[0].epoch == 0;
+      if (c->n == 1 && !cached_only && c->v[0].epoch <= drop_upto && c->v[0].img &&
+          st->nbase < s->base_cap) {
+        /* The file holds this version and every snapshot sees it or newer: it is the
+        ** file's page now, kept as its cached copy. A compaction so does not drop the
+        ** pages it wrote (page 1 among them, whose header every commit checks: a lone
+        ** writer, whose SQLite never reads page 1 again, would read it from the file at
+        ** each commit). */
+        c->v[0].epoch = 0;
+        c->v[0].at = 0;
+        st->nbase++;
+        j++;
+        continue;
+      }
       if (c->n == 1 && c->v[0].epoch <= drop_upto && (!cached_only || st->nbase > s->base_cap)) {
         /* The file holds this version and every snapshot sees it or newer. */
         if (cached_only) st->nbase--;
