@@ -405,8 +405,9 @@ export class Database {
       // Nothing is locked: the commit was refused because another writer won.
       message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
     }
-    if (this.#engine && message === "output file already exists" && /\bvacuum\b/i.test(sql ?? "") &&
-        !/[?&]mw=0\b/.test(sql ?? "")) {
+    const text = sql ?? "";
+    if (this.#engine && message === "output file already exists" && /\bvacuum\b/i.test(text) &&
+        !/[?&]mw=0\b/.test(text)) {
       // The engine creates VACUUM INTO's output when SQLite attaches it, before SQLite checks
       // that it is empty: the copy has to go through the stock VFS (README, Limits).
       message += ": through the engine, VACUUM INTO needs its output as 'file:PATH?mw=0' " +
