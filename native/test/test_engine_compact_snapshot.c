@@ -11,21 +11,10 @@
 ** only write into the file what every open snapshot sees: the reader must read the
 ** same sum every time. Once it ends its transaction, it sees every update, and the
 ** next compaction moves everything into the file. */
-#include "test_engine_util.h"
-#include "engine.h"
+#include "test_engine_internals.h"
 
 #define ROWS 1500
 #define ROUNDS 4
-
-/* The engine's state of the database a connection is on. */
-static mw_db *db_of(sqlite3 *c) {
-  sqlite3_file *f = 0;
-  CHECK_RC(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
-  CHECK(f != 0 && f->pMethods == &mw_main_methods);
-  mw_lane *l = ((mw_file *)f)->lane;
-  CHECK(l != 0 && l->db != 0);
-  return l->db;
-}
 
 static const char *SUM = "SELECT sum(v) + 1000000 * count(*) + sum(length(pad)) FROM t";
 
@@ -45,7 +34,7 @@ int main(void) {
   sqlite3 *r = tu_open(path, opts);
   int64_t pages = tu_int(w, "PRAGMA page_count");
   CHECK(pages > 256 + 100); /* well past the engine's file page cache */
-  mw_db *db = db_of(w);
+  mw_db *db = tu_db_of(w);
   tu_exec(r, "PRAGMA cache_size=8");
   tu_exec(r, "BEGIN");
   const int64_t before = tu_int(r, SUM);

@@ -11,8 +11,7 @@
 ** the last close empties the log in place (mw_log_emptied: no new file for a log it
 ** deletes next). At every such cut the database file must have no write that was not
 ** synced since; the last close must cut by emptying. */
-#include "test_engine_util.h"
-#include "engine.h"
+#include "test_engine_internals.h"
 
 #if !defined(__linux__)
 int main(void) {
@@ -87,19 +86,12 @@ static int hook(int op, mw_fd fd) {
   return 0;
 }
 
-static mw_db *db_of(sqlite3 *c) {
-  sqlite3_file *f = 0;
-  CHECK_RC(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
-  CHECK(f != 0 && f->pMethods == &mw_main_methods);
-  return ((mw_file *)f)->lane->db;
-}
-
 int main(void) {
   const char *path = tu_db_path("compact-sync", "cs.db");
   __atomic_store_n(&mw_fault_hook, hook, __ATOMIC_SEQ_CST);
   sqlite3 *w = tu_open(path, "mw_log_max_mb=1");
   __atomic_store_n(&watching_empties, 1, __ATOMIC_SEQ_CST);
-  mw_db *db = db_of(w);
+  mw_db *db = tu_db_of(w);
   mw_compactor_stop(db); /* compactions run here, one at a time (the engine's rule) */
   tu_exec(w, "CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)");
   for (int round = 0; round < 4; round++) {

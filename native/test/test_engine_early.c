@@ -12,8 +12,7 @@
 **  2. A failed sync: H reads A's row, writes a row of its own and commits; the gate
 **     opens with every data sync failing (EIO). A's COMMIT and H's COMMIT must both
 **     fail, and H's must not return before the gate opens. */
-#include "test_engine_util.h"
-#include "engine.h"
+#include "test_engine_internals.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -44,13 +43,6 @@ static int get_flag(int *flag) {
   int v = *flag;
   pthread_mutex_unlock(&gate_mu);
   return v;
-}
-
-static mw_lane *lane_of(sqlite3 *c) {
-  sqlite3_file *f = 0;
-  CHECK_RC(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
-  CHECK(f != 0 && f->pMethods == &mw_main_methods);
-  return ((mw_file *)f)->lane;
 }
 
 typedef struct job {
@@ -95,7 +87,7 @@ static void setup(const char *path, sqlite3 **pa, sqlite3 **ph, pthread_t *ta, j
   tu_exec(a, "PRAGMA synchronous=FULL");
   tu_exec(h, "PRAGMA synchronous=FULL");
   CHECK(tu_int(h, "SELECT count(*) FROM ta") == 1); /* H's schema is loaded */
-  mw_compactor_stop(lane_of(a)->db);
+  mw_compactor_stop(tu_lane_of(a)->db);
   gate_closed = 1;
   __atomic_store_n(&mw_fault_hook, hook, __ATOMIC_SEQ_CST);
   ja->db = a;
@@ -104,7 +96,7 @@ static void setup(const char *path, sqlite3 **pa, sqlite3 **ph, pthread_t *ta, j
   for (int i = 0; i < 60000 && !get_flag(&sync_entered); i++) mw_sleep_us(1000);
   CHECK(get_flag(&sync_entered));
   CHECK(!__atomic_load_n(&ja->done, __ATOMIC_SEQ_CST));
-  lane_of(h)->heat = MW_HEAT_MAX; /* H queues for the turn and holds it */
+  tu_lane_of(h)->heat = MW_HEAT_MAX; /* H queues for the turn and holds it */
   *pa = a;
   *ph = h;
 }

@@ -18,8 +18,7 @@
 ** waits only bound how long a broken engine has to show itself. The background
 ** compactor is stopped meanwhile: its log switch waits for the sync in flight and
 ** holds writes back, which would stop B's write while the gate is closed. */
-#include "test_engine_util.h"
-#include "engine.h"
+#include "test_engine_internals.h"
 
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
@@ -103,19 +102,10 @@ static int64_t count_of(sqlite3 *db, const char *table) {
   return tu_int(db, sql);
 }
 
-static mw_lane *lane_of(sqlite3 *c) {
-  sqlite3_file *f = 0;
-  CHECK_RC(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
-  CHECK(f != 0 && f->pMethods == &mw_main_methods);
-  return ((mw_file *)f)->lane;
-}
-
-static mw_db *db_of(sqlite3 *c) { return lane_of(c)->db; }
-
 int main(void) {
   const char *path = tu_db_path("order", "o.db");
   sqlite3 *a = tu_open(path, "");
-  mw_db *db = db_of(a);
+  mw_db *db = tu_db_of(a);
   sqlite3 *b = tu_open(path, "");
   sqlite3 *r = tu_open(path, "");
   sqlite3 *hc = tu_open(path, "");
@@ -171,7 +161,7 @@ int main(void) {
   }
 
   /* H holds the turn (as after a run of refusals: its heat is at the top). */
-  lane_of(hc)->heat = MW_HEAT_MAX;
+  tu_lane_of(hc)->heat = MW_HEAT_MAX;
   int64_t early0 = __atomic_load_n(&mw_early_snapshots, __ATOMIC_SEQ_CST);
   holder wh = { hc, 0, 0, -1 };
   pthread_t th;

@@ -12,8 +12,7 @@
 ** The test counts the engine's reads of the database file (its handle's xRead,
 ** wrapped) over 200 one-row commits after a compaction: none. It also checks the rows
 ** and that a second connection, which reads the pages through the engine, sees them. */
-#include "test_engine_util.h"
-#include "engine.h"
+#include "test_engine_internals.h"
 
 static sqlite3_io_methods counted;
 static const sqlite3_io_methods *real;
@@ -22,15 +21,6 @@ static long reads;
 static int counted_read(sqlite3_file *f, void *b, int n, sqlite3_int64 off) {
   __atomic_fetch_add(&reads, 1, __ATOMIC_SEQ_CST);
   return real->xRead(f, b, n, off);
-}
-
-static mw_db *db_of(sqlite3 *c) {
-  sqlite3_file *f = 0;
-  CHECK_RC(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
-  CHECK(f != 0 && f->pMethods == &mw_main_methods);
-  mw_lane *l = ((mw_file *)f)->lane;
-  CHECK(l != 0 && l->db != 0);
-  return l->db;
 }
 
 int main(void) {
@@ -42,7 +32,7 @@ int main(void) {
   tu_exec(w, "PRAGMA synchronous=NORMAL; CREATE TABLE c(id INTEGER PRIMARY KEY, v INTEGER, pad TEXT)");
   tu_exec(w, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<300) "
              "INSERT INTO c SELECT i, 0, printf('%.200c', 'x') FROM n");
-  mw_db *db = db_of(w);
+  mw_db *db = tu_db_of(w);
 
   /* Everything into the file; garbage collection then runs on the compactor's next
   ** tick and drops (or keeps as cached) what the file holds: wait until no page has
