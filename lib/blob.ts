@@ -25,9 +25,20 @@ export interface BlobHost {
   readonly ffi: Ffi;
   error(rc: number): Error;
   forget(blob: SQLBlob): void;
+  /** Opens the same blob again, at the newest state; throws as openBlob() does. */
+  reopen(): Ptr;
+  /** True outside BEGIN ... COMMIT (sqlite3_get_autocommit). */
+  autocommit(): boolean;
+  /** sqlite3_total_changes64 of the connection. */
+  totalChanges(): bigint;
+  /** As for a plain statement whose commit lost: true to run it again (the backoff slept),
+   * false to report rc; throws when running again could never succeed. */
+  retryLost(rc: number, attempt: number, since: number): boolean;
 }
 
 const CHUNK = 64 * 1024;
+/** The most bytes of writes a blob keeps to run them again after a lost commit. */
+const REPLAY_MAX = 64 * 1024 * 1024;
 
 /**
  * An open blob value. Its size is fixed (write with zeroblob(n) first to make room); it
@@ -44,11 +55,24 @@ const CHUNK = 64 * 1024;
 export class SQLBlob {
   readonly #host: BlobHost;
   #h: Ptr | null;
+  // A writable blob opened outside BEGIN is a transaction of its own that commits at
+  // close(), where the engine can refuse it (another writer committed to its page first).
+  // Its writes are kept to run them again then, as a plain statement is run again: only
+  // while they are blind overwrites (no read of the blob before a write) and nothing else
+  // changed on the connection meanwhile (those changes commit and roll back with it).
+  #replay: { offset: number; bytes: Uint8Array }[] | null;
+  #replayBytes = 0;
+  #read = false;
+  readonly #changesAtOpen: bigint;
+  readonly #size: number;
 
   /** @internal Made by Database.openBlob(). */
-  constructor(host: BlobHost, handle: Ptr) {
+  constructor(host: BlobHost, handle: Ptr, writable: boolean) {
     this.#host = host;
     this.#h = handle;
+    this.#replay = writable && host.autocommit() ? [] : null;
+    this.#changesAtOpen = host.totalChanges();
+    this.#size = host.ffi.sym.sqlite3_blob_bytes(handle);
   }
 
   #handle(): Ptr {
@@ -76,6 +100,7 @@ export class SQLBlob {
     if (bytes.length === 0) return 0;
     const rc = this.#host.ffi.sym.sqlite3_blob_read(h, bytes, bytes.length, offset);
     if (rc !== SQLITE_OK) throw this.#host.error(rc);
+    this.#read = true;
     return bytes.length;
   }
 
@@ -87,6 +112,12 @@ export class SQLBlob {
     if (bytes.length === 0) return 0;
     const rc = this.#host.ffi.sym.sqlite3_blob_write(h, bytes, bytes.length, offset);
     if (rc !== SQLITE_OK) throw this.#host.error(rc);
+    if (this.#replay !== null) {
+      // A write after a read may depend on what was read: not run again blindly.
+      this.#replayBytes += bytes.length;
+      if (this.#read || this.#replayBytes > REPLAY_MAX) this.#replay = null;
+      else this.#replay.push({ offset, bytes: bytes.slice() });
+    }
     return bytes.length;
   }
 
@@ -124,14 +155,48 @@ export class SQLBlob {
     }
   }
 
-  /** Closes the blob. Idempotent. */
+  /**
+   * Closes the blob. Idempotent. Opened for writing outside BEGIN ... COMMIT, the blob
+   * commits here: a commit that lost to another writer is run again within the busy
+   * timeout when its writes can be (see the class comment), else the error says what was
+   * rolled back.
+   */
   close(): void {
     const h = this.#h;
     if (h === null) return;
     this.#h = null;
     this.#host.forget(this);
-    const rc = this.#host.ffi.sym.sqlite3_blob_close(h);
-    if (rc !== SQLITE_OK) throw this.#host.error(rc);
+    const sym = this.#host.ffi.sym;
+    let rc = sym.sqlite3_blob_close(h);
+    if (rc === SQLITE_OK) return;
+    const others = this.#host.totalChanges() - this.#changesAtOpen;
+    const replay = others === 0n ? this.#replay : null;
+    const since = Date.now();
+    for (let attempt = 1; replay !== null && this.#host.retryLost(rc, attempt, since); attempt++) {
+      const again = this.#host.reopen();
+      let wrc = sym.sqlite3_blob_bytes(again) === this.#size ? SQLITE_OK : -1;
+      for (const w of replay) {
+        if (wrc !== SQLITE_OK) break;
+        wrc = sym.sqlite3_blob_write(again, w.bytes, w.bytes.length, w.offset);
+      }
+      if (wrc !== SQLITE_OK) {
+        const e = wrc === -1 ? null : this.#host.error(wrc);
+        sym.sqlite3_blob_close(again);
+        if (e !== null) throw e;
+        break; // another writer changed the value's size: the writes no longer fit it
+      }
+      rc = sym.sqlite3_blob_close(again);
+      if (rc === SQLITE_OK) return;
+    }
+    const e = this.#host.error(rc);
+    if (this.#replay !== null || this.#read || others !== 0n) {
+      e.message += others !== 0n
+        ? `: the blob's writes and the ${others} row change(s) made on this connection while it was open were rolled back`
+        : this.#replay === null
+        ? ": the blob's writes were rolled back (not run again: they followed a read of the blob)"
+        : ": the blob's writes were rolled back";
+    }
+    throw e;
   }
 
   /** Closes the blob at the end of a `using` block. */

@@ -241,7 +241,7 @@ export class Database {
   readonly #cache = new Map<string, Statement<object>>();
   readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
-  readonly #blobs = new Set<SQLBlob>();
+  readonly #blobs = new Map<SQLBlob, boolean>(); // open blobs: writable?
   #pending: unknown = undefined;
   #inCallback = 0;
   #depth = 0;
@@ -1190,20 +1190,34 @@ export class Database {
     const { table, column, row } = options;
     if (typeof row !== "number" && typeof row !== "bigint") throw new TypeError("sqlite-multiwriter: openBlob() row must be a number or bigint");
     const f = this.#f;
-    const cell = new BigUint64Array(1);
-    const rc = this.#sym.sqlite3_blob_open(
-      db, cstr(options.db ?? "main", "the schema name"), cstr(table, "the table name"),
-      cstr(column, "the column name"), row, options.readonly ? 0 : 1, cell,
-    );
-    const h = f.outPtr(cell);
-    if (rc !== SQLITE_OK) {
-      const err = this.#error(rc);
-      if (!f.isNull(h)) this.#sym.sqlite3_blob_close(h);
-      throw err;
-    }
-    const host: BlobHost = { ffi: f, error: (code) => this.#error(code), forget: (b) => this.#blobs.delete(b) };
-    const blob = new SQLBlob(host, h);
-    this.#blobs.add(blob);
+    const schema = cstr(options.db ?? "main", "the schema name");
+    const tableName = cstr(table, "the table name");
+    const columnName = cstr(column, "the column name");
+    const open = (): Ptr => {
+      const cell = new BigUint64Array(1);
+      const rc = this.#sym.sqlite3_blob_open(
+        this.#handle(), schema, tableName, columnName, row, options.readonly ? 0 : 1, cell,
+      );
+      const h = f.outPtr(cell);
+      if (rc !== SQLITE_OK) {
+        const err = this.#error(rc);
+        if (!f.isNull(h)) this.#sym.sqlite3_blob_close(h);
+        throw err;
+      }
+      return h;
+    };
+    const h = open();
+    const host: BlobHost = {
+      ffi: f,
+      error: (code) => this.#error(code),
+      forget: (b) => this.#blobs.delete(b),
+      reopen: open,
+      autocommit: () => this.#sym.sqlite3_get_autocommit(db) !== 0,
+      totalChanges: () => BigInt(this.#sym.sqlite3_total_changes64(db)),
+      retryLost: (code, attempt, since) => this.#retryLost(null, code, attempt, since),
+    };
+    const blob = new SQLBlob(host, h, !options.readonly);
+    this.#blobs.set(blob, !options.readonly);
     return blob;
   }
 
@@ -1216,10 +1230,16 @@ export class Database {
     // SQLite is inside a statement that called us: closing now would free it under itself.
     if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
     for (const stmt of [...this.#statements]) stmt.finalize();
-    for (const blob of [...this.#blobs]) {
+    // A writable blob commits at its close: an error there (its writes lost) is thrown once
+    // the connection is closed, never swallowed. A read-only blob's close only repeats an
+    // error already thrown (a refused write).
+    let blobError: unknown = undefined;
+    for (const [blob, writable] of [...this.#blobs]) {
       try {
         blob.close();
-      } catch { /* closing anyway */ }
+      } catch (e) {
+        if (writable) blobError ??= e;
+      }
     }
     this.#cache.clear();
     this.#internal.clear();
@@ -1228,6 +1248,7 @@ export class Database {
     const rc = this.#sym.sqlite3_close_v2(db);
     for (const cb of this.#callbacks.splice(0)) cb.close();
     if (rc !== SQLITE_OK) throw new SQLiteError("cannot close the database", rc);
+    if (blobError !== undefined) throw blobError;
   }
 
   /** Closes the database at the end of a `using` block. */

@@ -291,6 +291,57 @@ describe("openBlob", () => {
     expect(() => ro.byteLength).toThrow(/blob is closed/);
   });
 
+  it("a writable blob outside BEGIN commits at close: a lost commit runs again, or says what it rolled back", () => {
+    const path = join(tempDir(), "blob-lost.db");
+    const a = new Database(path);
+    const b = new Database(path);
+    a.exec("CREATE TABLE f(id INTEGER PRIMARY KEY, data BLOB, n INTEGER)");
+    a.run("INSERT INTO f VALUES (1, zeroblob(64), 0), (2, zeroblob(64), 0)");
+    const head = (n: number) => [...(b.query("SELECT data FROM f WHERE id = 1").values()[0][0] as Uint8Array).subarray(0, n)];
+    const counts = () => b.query("SELECT n FROM f ORDER BY id").values().map((r) => r[0]);
+    // Blind writes: b commits to the same page first; the close runs the writes again.
+    let blob = a.openBlob({ table: "f", column: "data", row: 1 });
+    blob.writeSync(0, new Uint8Array([7, 7, 7]));
+    b.run("UPDATE f SET n = n + 1 WHERE id = 2");
+    blob.close();
+    expect(head(3)).toEqual([7, 7, 7]);
+    expect(counts()).toEqual([0, 1]);
+    // A write computed from a read of the blob is not run again blindly.
+    blob = a.openBlob({ table: "f", column: "data", row: 1 });
+    const got = new Uint8Array(1);
+    blob.readSync(0, got);
+    blob.writeSync(1, new Uint8Array([got[0] + 1]));
+    b.run("UPDATE f SET n = n + 1 WHERE id = 2");
+    expect(() => blob.close()).toThrow(/another writer committed first.*not run again: they followed a read/);
+    expect(head(3)).toEqual([7, 7, 7]);
+    // A statement run while the blob is open commits with it: both rolled back, and said so.
+    blob = a.openBlob({ table: "f", column: "data", row: 1 });
+    blob.writeSync(0, new Uint8Array([9]));
+    expect(a.run("UPDATE f SET n = 100 WHERE id = 1").changes).toBe(1);
+    b.run("UPDATE f SET n = n + 1 WHERE id = 2");
+    expect(() => blob.close()).toThrow(/the blob's writes and the 1 row change\(s\) made on this connection while it was open were rolled back/);
+    expect(head(1)).toEqual([7]);
+    expect(counts()).toEqual([0, 3]);
+    // The database's close closes the blob: the same error reaches its caller (it used to be
+    // swallowed), and the connection is closed all the same.
+    blob = a.openBlob({ table: "f", column: "data", row: 1 });
+    blob.writeSync(0, new Uint8Array([5]));
+    a.run("UPDATE f SET n = 200 WHERE id = 1");
+    b.run("UPDATE f SET n = n + 1 WHERE id = 2");
+    expect(() => a.close()).toThrow(/rolled back/);
+    expect(() => a.query("SELECT 1")).toThrow(/closed/);
+    expect(head(1)).toEqual([7]);
+    // Blind writes left open at the database's close are run again there.
+    const c = new Database(path);
+    blob = c.openBlob({ table: "f", column: "data", row: 1 });
+    blob.writeSync(0, new Uint8Array([6]));
+    b.run("UPDATE f SET n = n + 1 WHERE id = 2");
+    c.close();
+    expect(head(1)).toEqual([6]);
+    expect(counts()).toEqual([0, 5]);
+    b.close();
+  });
+
   it("the JSR face opens blobs too", () => {
     const db = new jsr.Database(":memory:");
     db.exec("CREATE TABLE f(data BLOB); INSERT INTO f VALUES (x'0102')");
