@@ -60,6 +60,7 @@ export class SQLBlob {
   // Its writes are kept to run them again then, as a plain statement is run again: only
   // while they are blind overwrites (no read of the blob before a write) and nothing else
   // changed on the connection meanwhile (those changes commit and roll back with it).
+  readonly #commits: boolean; // its close() commits: writable, opened outside BEGIN
   #replay: { offset: number; bytes: Uint8Array }[] | null;
   #replayBytes = 0;
   #read = false;
@@ -70,7 +71,8 @@ export class SQLBlob {
   constructor(host: BlobHost, handle: Ptr, writable: boolean) {
     this.#host = host;
     this.#h = handle;
-    this.#replay = writable && host.autocommit() ? [] : null;
+    this.#commits = writable && host.autocommit();
+    this.#replay = this.#commits ? [] : null;
     this.#changesAtOpen = host.totalChanges();
     this.#size = host.ffi.sym.sqlite3_blob_bytes(handle);
   }
@@ -169,12 +171,33 @@ export class SQLBlob {
     const sym = this.#host.ffi.sym;
     let rc = sym.sqlite3_blob_close(h);
     if (rc === SQLITE_OK) return;
+    // The error as SQLite reports it now (a failed reopen below would change its message).
+    let err = this.#host.error(rc);
     const others = this.#host.totalChanges() - this.#changesAtOpen;
+    let why = !this.#commits
+      ? ""
+      : others !== 0n
+      ? `the blob's writes and the ${others} row change(s) made on this connection while it was open were rolled back`
+      : this.#replay === null
+      ? (this.#read
+        ? "the blob's writes were rolled back (not run again: they followed a read of the blob)"
+        : "the blob's writes were rolled back (too many bytes written to keep them for running again)")
+      : "the blob's writes were rolled back";
     const replay = others === 0n ? this.#replay : null;
     const since = Date.now();
     for (let attempt = 1; replay !== null && this.#host.retryLost(rc, attempt, since); attempt++) {
-      const again = this.#host.reopen();
-      let wrc = sym.sqlite3_blob_bytes(again) === this.#size ? SQLITE_OK : -1;
+      let again: Ptr;
+      try {
+        again = this.#host.reopen();
+      } catch (e) {
+        why = `the blob's writes were rolled back (the row changed: ${e instanceof Error ? e.message : String(e)})`;
+        break;
+      }
+      let wrc = SQLITE_OK;
+      if (sym.sqlite3_blob_bytes(again) !== this.#size) {
+        why = "the blob's writes were rolled back (another writer changed the value's size)";
+        wrc = -1;
+      }
       for (const w of replay) {
         if (wrc !== SQLITE_OK) break;
         wrc = sym.sqlite3_blob_write(again, w.bytes, w.bytes.length, w.offset);
@@ -183,20 +206,14 @@ export class SQLBlob {
         const e = wrc === -1 ? null : this.#host.error(wrc);
         sym.sqlite3_blob_close(again);
         if (e !== null) throw e;
-        break; // another writer changed the value's size: the writes no longer fit it
+        break;
       }
       rc = sym.sqlite3_blob_close(again);
       if (rc === SQLITE_OK) return;
+      err = this.#host.error(rc);
     }
-    const e = this.#host.error(rc);
-    if (this.#replay !== null || this.#read || others !== 0n) {
-      e.message += others !== 0n
-        ? `: the blob's writes and the ${others} row change(s) made on this connection while it was open were rolled back`
-        : this.#replay === null
-        ? ": the blob's writes were rolled back (not run again: they followed a read of the blob)"
-        : ": the blob's writes were rolled back";
-    }
-    throw e;
+    if (why !== "") err.message += `: ${why}`;
+    throw err;
   }
 
   /** Closes the blob at the end of a `using` block. */

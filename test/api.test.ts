@@ -339,6 +339,18 @@ describe("openBlob", () => {
     c.close();
     expect(head(1)).toEqual([6]);
     expect(counts()).toEqual([0, 5]);
+    // The winner resized the value, or deleted the row: nothing to run again, and said so.
+    const d = new Database(path);
+    blob = d.openBlob({ table: "f", column: "data", row: 1 });
+    blob.writeSync(0, new Uint8Array([4]));
+    b.run("UPDATE f SET data = zeroblob(10) WHERE id = 1");
+    expect(() => blob.close()).toThrow(/another writer committed first.*another writer changed the value's size/);
+    blob = d.openBlob({ table: "f", column: "data", row: 1 });
+    blob.writeSync(0, new Uint8Array([4]));
+    b.run("DELETE FROM f WHERE id = 1");
+    expect(() => blob.close()).toThrow(/another writer committed first.*the row changed: no such rowid: 1/);
+    expect(counts()).toEqual([5]);
+    d.close();
     b.close();
   });
 
