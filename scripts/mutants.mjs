@@ -225,6 +225,22 @@ export const MUTANTS = [
     why: "garbage collection drops chains whose version the database file does not hold yet",
   },
   {
+    id: "store-gc-files-unfiled-version",
+    file: "core/store.c",
+    find: "if (c->n == 1 && !cached_only && c->v[0].epoch <= drop_upto && c->v[0].img &&",
+    replace: "if (c->n == 1 && !cached_only && c->v[0].img &&",
+    tests: ["test_engine_basic", "test_engine_compact_snapshot", "test_engine_recover"],
+    why: "garbage collection takes a version the database file does not hold yet for the file's page: no compaction writes it",
+  },
+  {
+    id: "store-gc-drops-compacted-pages",
+    file: "core/store.c",
+    find: "        c->v[0].epoch = 0;\n        c->v[0].at = 0;\n        st->nbase++;\n        j++;\n        continue;",
+    replace: "        (void)0;",
+    tests: ["test_engine_warm_store"],
+    why: "a compaction drops the pages it wrote (page 1 with them): every later commit reads page 1's header from the file",
+  },
+  {
     id: "store-view-off-by-one",
     file: "core/store.c",
     find: "if (c->v[mid].epoch <= snap) lo = mid + 1; else hi = mid;",
