@@ -171,6 +171,17 @@ function installExitHook(): void {
   // node:process works in both runtimes; its "exit" event runs at a normal end of the
   // process, process.exit() included. A Worker's own exit is not seen here.
   process.once("exit", closeAllAtExit);
+  // Deno.exit() ends the process without that event; Deno dispatches "unload" on the main
+  // thread's global scope then (and at a normal end too, before "exit": closing twice is a
+  // no-op). A Worker's global scope is a WorkerGlobalScope: left to the engine, as above.
+  const g = globalThis as {
+    Deno?: unknown;
+    WorkerGlobalScope?: unknown;
+    addEventListener?: (type: string, listener: () => void) => void;
+  };
+  if (g.Deno !== undefined && g.WorkerGlobalScope === undefined && typeof g.addEventListener === "function") {
+    g.addEventListener("unload", closeAllAtExit);
+  }
 }
 
 function sleep(ms: number): void {

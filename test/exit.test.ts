@@ -19,14 +19,19 @@ function runChild(path: string, how: string[]): string {
 const workerMain = fileURLToPath(new URL("./fixtures/exit-worker-main.ts", import.meta.url));
 
 describe("databases left open at exit", () => {
-  for (const how of [[], ["exit"]]) {
-    it(`are closed when the process ends ${how.length ? "through process.exit()" : "normally"}`, () => {
+  // Deno.exit() fires no node:process "exit" event: the package listens for "unload" too.
+  const ends = [[], ["exit"], ["exit", "tx"], ["exit", "iter"]];
+  if (runtime === "deno") ends.push(["deno-exit"], ["deno-exit", "tx"], ["deno-exit", "iter"]);
+  for (const how of ends) {
+    const through = how[0] === "exit" ? "process.exit()" : how[0] === "deno-exit" ? "Deno.exit()" : "";
+    const left = how[1] === "tx" ? ", a transaction open" : how[1] === "iter" ? ", an iterate() unfinished" : "";
+    it(`are closed when the process ends ${through ? `through ${through}` : "normally"}${left}`, () => {
       const dir = tempDir();
       const path = join(dir, "left.db");
       expect(runChild(path, how)).toContain("open at exit: false false");
       expect(readdirSync(dir)).toEqual(["left.db"]);
       const db = new Database(path);
-      expect(db.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 1 });
+      expect(db.query("SELECT count(*) AS n FROM t").get()).toEqual({ n: 1 }); // not the open transaction's row
       db.close();
     });
   }
