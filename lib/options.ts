@@ -115,7 +115,7 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
   const ok = kind === "path"
     ? typeof value === "string" || value instanceof URL
     : kind === "number"
-    ? typeof value === "number" && Number.isFinite(value) && value >= 0
+    ? typeof value === "number" // its range (NaN, infinities and negatives too): checkRange
     : kind === "boolean"
     ? typeof value === "boolean"
     : typeof value === "string";
@@ -124,11 +124,24 @@ function checkKind(name: string, kind: Kind, value: unknown): void {
     throw new TypeError(`sqlite-multiwriter: option "${name}" contains a NUL character`);
   }
   if (!ok) {
-    const want = kind === "path" ? "a string or URL" : kind === "number" ? "a non-negative number" : `a ${kind}`;
-    throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${String(value)}`);
+    const want = kind === "path" ? "a string or URL" : `a ${kind}`;
+    const got = typeof value === "string" ? JSON.stringify(value) : String(value);
+    throw new TypeError(`sqlite-multiwriter: option "${name}" must be ${want}, got ${typeof value} ${got}`);
   }
   if (kind === "number") checkRange(name, value as number);
+  const allowed = CHOICES[name];
+  if (allowed !== undefined && !allowed.includes(value as string)) {
+    throw new RangeError(
+      `sqlite-multiwriter: option "${name}" must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}, ` +
+        `got ${JSON.stringify(value)}`,
+    );
+  }
 }
+
+/** The values a string option may take (the engine's for its URI parameter). */
+const CHOICES: Record<string, string[]> = {
+  profile: ["small", "default"],
+};
 
 const OPEN_READONLY = 0x1;
 const OPEN_READWRITE = 0x2;

@@ -82,11 +82,19 @@ describe("open", () => {
     const path = join(dir, "never.db");
     expect(() => new Database(path, { logMaxMB: 5 } as never)).toThrow(/unknown option "logMaxMB"/);
     expect(() => new Database(path, { readCheck: "yes" } as never)).toThrow(/option "readCheck" must be a boolean/);
-    expect(() => new Database(path, { busyTimeout: -1 })).toThrow(/option "busyTimeout" must be a non-negative number/);
+    expect(() => new Database(path, { busyTimeout: "100" } as never)).toThrow(TypeError);
+    expect(() => new Database(path, { busyTimeout: "100" } as never)).toThrow(/option "busyTimeout" must be a number, got string "100"/);
+    expect(() => new Database(path, { profile: 1 } as never)).toThrow(/option "profile" must be a string, got number 1/);
     // Out of range: 2^31 ms and more used to reach SQLite as a negative int (no wait at all);
     // logMaxMb 0 or 0.5 got as far as the engine's URI check.
     for (const [options, words] of [
       [{ busyTimeout: 2 ** 31 }, /"busyTimeout" must be a whole number of milliseconds from 0 to 2147483647/],
+      [{ busyTimeout: -1 }, /"busyTimeout" must be a whole number of milliseconds from 0 to 2147483647, got -1/],
+      [{ busyTimeout: Number.NaN }, /"busyTimeout" must be a whole number/],
+      [{ maxAttempts: -5 }, /"maxAttempts" must be a whole number of attempts from 1/],
+      [{ logMaxMb: -1 }, /"logMaxMb" must be a whole number of MiB from 1/],
+      [{ logMaxMb: Number.POSITIVE_INFINITY }, /"logMaxMb" must be a whole number/],
+      [{ profile: "big" }, /option "profile" must be one of "small", "default", got "big"/],
       [{ busyTimeout: 1.5 }, /"busyTimeout" must be a whole number/],
       [{ maxAttempts: 0 }, /"maxAttempts" must be a whole number of attempts from 1/],
       [{ maxAttempts: 1.5 }, /"maxAttempts" must be a whole number/],
