@@ -104,6 +104,7 @@ export function bunSqliteAvailable(): boolean {
 interface BunStatement {
   run(...a: unknown[]): { changes: number | bigint };
   values(...a: unknown[]): unknown[][];
+  finalize(): void;
 }
 interface BunDatabase {
   prepare(sql: string): BunStatement;
@@ -124,9 +125,11 @@ function openBunSqlite(path: string, busyMs: number): Database {
   db.exec(`PRAGMA busy_timeout = ${busyMs}`);
   db.exec("PRAGMA journal_mode = WAL");
   db.exec("PRAGMA synchronous = FULL");
+  const statements: BunStatement[] = [];
   const wrapped = {
     prepare(sql: string) {
       const s = db.prepare(sql);
+      statements.push(s);
       return {
         source: sql,
         run: (...a: unknown[]) => ({ changes: Number(s.run(...a).changes) }),
@@ -137,7 +140,12 @@ function openBunSqlite(path: string, busyMs: number): Database {
     transaction: <A extends unknown[]>(fn: (...a: A) => void) => db.transaction(fn),
     transactionRetries: 0,
     stats: () => ({ engine: false }),
-    close: () => db.close(),
+    // Finalized first: with a statement left, sqlite3_close_v2 only marks the connection,
+    // which then closes (and checkpoints, as the last one) whenever the statements go.
+    close: () => {
+      for (const st of statements.splice(0)) st.finalize();
+      db.close();
+    },
   };
   return wrapped as unknown as Database;
 }
@@ -178,6 +186,9 @@ function settleBunSqlite(path: string): void {
   const { Database: BunDb } = req("bun:sqlite") as { Database: new (p: string, o: object) => BunDatabase };
   const b = new BunDb(path, { readwrite: true, create: false });
   try {
+    // A connection still closing elsewhere (the last one checkpoints under an exclusive
+    // lock) is waited for, not a "database is locked" (seen once in CI's smoke run).
+    b.exec("PRAGMA busy_timeout = 10000");
     const ic = b.prepare("PRAGMA integrity_check").values();
     if (ic.length !== 1 || ic[0][0] !== "ok") {
       throw new Error(`integrity_check (bun:sqlite) failed: ${JSON.stringify(ic)}`);
