@@ -330,14 +330,15 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
     const all = mergeLatencies(results.map((r) => r.lat));
     const check = validate(cfg.db, cfg.workload, total, cfg.variant);
     const figures = runFigures(o.duration, committed, retries, all);
+    // Fairness: the writer that committed least, as a share of the average writer.
+    const share = committed ? (fewest * results.length) / committed : 0;
     emit(o, {
       ...h,
       ...figures,
       gave_up: gaveUp,
       abandoned,
       open_at_end_max_us: openMax,
-      // Fairness: the writer that committed least, as a share of the average writer.
-      fewest_share: committed ? Math.round((1000 * fewest * results.length) / committed) / 1000 : 0,
+      fewest_share: Math.round(1000 * share) / 1000,
       total_committed: total,
       validated: true,
       check,
@@ -350,7 +351,7 @@ async function runOne(cfg: RunConfig, o: Opts, facts: Facts): Promise<boolean> {
       `  ${cfg.workload.padEnd(8)} ${cfg.variant.padEnd(11)} ${cfg.mode.padEnd(9)} x${String(cfg.writers).padEnd(3)} ` +
         `${figures.tx_per_s.toFixed(0).padStart(9)} tx/s  retries/100 ${figures.retries_per_100.toFixed(1).padStart(7)}  ` +
         `p99.9 ${figures.p999_us.toFixed(1).padStart(9)} us  mean ${figures.mean_us.toFixed(1).padStart(9)} us  ` +
-        `fewest ${(committed ? (100 * fewest * results.length) / committed : 0).toFixed(0).padStart(3)}%  ` +
+        `fewest ${(100 * share).toFixed(0).padStart(3)}%  ` +
         `gave up ${gaveUp}  [${check}]`,
     );
     return true;
