@@ -67,6 +67,7 @@ const engine_dirs = [_][]const u8{
     "native/src/core",
     "native/src/durability",
     "native/src/growth",
+    "native/src/rebase",
     "native/src/processes",
 };
 

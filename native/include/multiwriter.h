@@ -79,6 +79,11 @@ enum mw_stat {
                                   publication lock, claimed by its commits */
   MW_STAT_LOG_ROOM_CLAIMED_NOW, /* ... of which: zeroed by a commit that needed the
                                   room at once (the process's grower had not yet) */
+  MW_STAT_REBASES,             /* commits published after merging, row by row, table
+                                  leaf pages that commits since their snapshot changed
+                                  (mw_rebase=1) */
+  MW_STAT_REBASE_REFUSED,      /* leaf merges refused: a row both changed, a row read
+                                  changed, overflow, or the rows do not fit */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */
@@ -87,10 +92,29 @@ enum mw_stat {
 ** connection. Unknown entries are 0. */
 #define MW_FCNTL_STATS 0x4d570001
 
+struct sqlite3;
+
+/* File control opcode (mw_rebase=1): pArg is an mw_rebase_rows. Declares the rowids
+** of rows the transaction read, for the transaction in progress (or the next one
+** when none is open); calls add up until the transaction ends. A transaction that
+** declared (even n = 0) promises that its statements read no rows other than those
+** and the rows they changed: point statements by rowid, no range, scan, trigger or
+** foreign-key check. Only such a transaction's commit is rebased when it loses on a
+** table leaf page whose other rows changed. Rowids are compared whatever the table. */
+typedef struct mw_rebase_rows {
+  int n;
+  const int64_t *rowids;
+} mw_rebase_rows;
+#define MW_FCNTL_REBASE_ROWS 0x4d570002
+
+/* The file control above, for callers that cannot pass a struct (FFI). Returns an
+** SQLite result code; SQLITE_NOTFOUND when zDb does not run on the engine. */
+MW_API int mw_rebase_rows_declare(struct sqlite3 *db, const char *zDb, const int64_t *rowids,
+                                  int n);
+
 /* Fills out[0..n-1] with the statistics of the connection's database zDb ("main"
 ** when NULL) and returns an SQLite result code. A database that does not run on the
 ** engine reports MW_STAT_ENGINE = 0 and zeros. */
-struct sqlite3;
 MW_API int mw_stats(struct sqlite3 *db, const char *zDb, int64_t *out, int n);
 
 /* sqlite3_db_config(db, op, value, out) for the options that take an int and an

@@ -38,6 +38,7 @@ typedef struct mw_opts {
   int small;                   /* mw_profile=small */
   uint64_t log_max_bytes;      /* mw_log_max_mb */
   int mp;                      /* mw_mp: many processes on one database (mp.c) */
+  int rebase;                  /* mw_rebase: merge table leaves on a conflict (rebase.c) */
 } mw_opts;
 
 /* Parses the mw* URI parameters of a main-database name. Returns SQLITE_OK, or an
@@ -452,6 +453,7 @@ struct mw_lane {
   const char *zName;           /* the main file's name pointer (sqlite3_filename) */
   sqlite3_file *real;          /* the main file through the root VFS */
   int readcheck;
+  int rebase;                  /* mw_rebase=1 (rebase.c) */
   int sync_level;              /* observed PRAGMA synchronous (0..3) */
   int lock_level;              /* the main file's level SQLite holds (pretended, lane.c) */
 
@@ -518,6 +520,12 @@ struct mw_lane {
                                   reference; turn.c counts it in the token), or NULL */
   uint64_t reloc_epoch;        /* epoch of a relocated commit: later commits of its
                                   snapshot are refused (growth.c) */
+  /* Rebase (rebase.c): the rows the transaction declared it read, and the epoch of
+  ** a rebased commit, after which its snapshot may neither read nor commit. */
+  int64_t *rb_rows;
+  int rb_n, rb_cap, rb_sorted;
+  int rb_declared;             /* the transaction declared its reads */
+  uint64_t rebase_epoch;
   int counted;                 /* counted in db->active */
   int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (commit.c
                                   keeps it, turn.c reads it) */
@@ -567,6 +575,26 @@ int mw_growth_candidate(mw_lane *l, uint32_t pgno, const unsigned char *ours,
 ** refused (reason counted; the images may be half rewritten: drop them). */
 int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
                     const uint32_t *merge, int nmerge, uint32_t *pDbPages, int *pMerged);
+
+/* growth.c: page pgno as the lane's snapshot sees it (the store's version, or the
+** file's into buf). Caller holds the page's stripe. */
+const unsigned char *mw_snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf, int *rc);
+
+/* rebase.c (engine.md section 9). */
+/* MW_FCNTL_REBASE_ROWS: adds rowids to the rows the transaction read (the one in
+** progress, or the next one), and marks its reads declared. */
+int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n);
+/* At a snapshot's end: the declaration covered that transaction only. */
+void mw_rebase_forget(mw_lane *l);
+/* 1 when a write conflict of this commit on pgno may be rebased: mw_rebase=1, the
+** reads declared, the snapshot's first commit, no write of page 1 (no growth), one
+** process, a page that existed at the snapshot. */
+int mw_rebase_candidate(const mw_lane *l, uint32_t pgno, int writes_page1);
+/* Merges the newest version of pgno (its chain c; the caller holds its stripe) into
+** img, the commit's image. SQLITE_OK with *pMerged 1 (img rewritten) or 0 (refused,
+** counted; img untouched), or an error. */
+int mw_rebase_page(mw_lane *l, uint32_t pgno, unsigned char *img, const mw_chain *c,
+                   int *pMerged);
 
 /* turn.c (under db->mu): queue for and take the hot-spot turn before a
 ** transaction's snapshot (me: the calling thread's token, or NULL); release it at the

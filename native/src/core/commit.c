@@ -13,7 +13,8 @@
 **     to the log, wait for the group sync;
 **  8. make_visible: strictly in epoch order.
 ** Relocation (growth.c, engine.md section 7) plugs in at step 4 where the only
-** conflict is growth. A transaction that writes several engine databases
+** conflict is growth; rebase (rebase.c, section 9) where the conflicts are on table
+** leaf pages and the transaction declared the rows it read. A transaction that writes several engine databases
 ** (attached ones) goes through mw_commit_group: steps 1-4 for every database
 ** before step 5 for any, so that it commits all or nothing.
 **
@@ -229,6 +230,8 @@ typedef struct commit {
   uint32_t *rp;
   uint32_t *merge;             /* interior table pages to merge (growth.c) */
   int nmerge, merged, relocated, writes_page1, allow_growth;
+  int *rebase;                 /* indexes into wp of the pages to rebase (rebase.c) */
+  int nrebase, rebased, allow_rebase;
   uint32_t grown;              /* size after a relocated commit */
   uint64_t mask;               /* stripes to hold */
   int locked, installed;
@@ -250,6 +253,7 @@ static void commit_free(commit *c) {
   free(c->wp);
   free(c->rp);
   free(c->merge);
+  free(c->rebase);
   memset(c, 0, sizeof(*c));
 }
 
@@ -266,7 +270,8 @@ static int collect(commit *c, mw_lane *l, uint64_t from, uint64_t to, uint32_t d
   c->wp = malloc((size_t)nframes * sizeof(uint32_t));
   c->img = calloc((size_t)nframes, sizeof(*c->img));
   c->merge = malloc((size_t)nframes * sizeof(uint32_t));
-  if (w == 0 || c->wp == 0 || c->img == 0 || c->merge == 0) {
+  c->rebase = malloc((size_t)nframes * sizeof(int));
+  if (w == 0 || c->wp == 0 || c->img == 0 || c->merge == 0 || c->rebase == 0) {
     free(w);
     return SQLITE_NOMEM;
   }
@@ -325,6 +330,9 @@ static int precheck(commit *c) {
     l->stats[MW_STAT_RELOCATE_STALE]++;
     c->conflict = MW_STAT_CONFLICT_WRITE;
   }
+  /* A rebased commit published pages this snapshot's SQLite holds in its own version
+  ** (rebase.c). */
+  if (l->rebase_epoch > l->snap) c->conflict = MW_STAT_CONFLICT_WRITE;
   return SQLITE_OK;
 }
 
@@ -371,12 +379,14 @@ static void unlock_stripes(mw_store *s, uint64_t mask) {
 }
 
 /* 4a. Pages written: a version newer than the snapshot that is not the snapshot's
-** own is a write conflict, unless growth may resolve it (*pGrowth). */
+** own is a write conflict, unless growth (*pGrowth) or a rebase (c->rebase) may
+** resolve it. */
 static void validate_writes(commit *c, int *pGrowth) {
   mw_lane *l = c->l;
   mw_store *s = &l->db->store;
   *pGrowth = 0;
   c->nmerge = 0;
+  c->nrebase = 0;
   for (int i = 0; !c->conflict && i < c->nw; i++) {
     mw_chain *ch = mw_store_chain_locked(s, c->wp[i]);
     if (ch == 0 || ch->n == 0) continue;
@@ -388,10 +398,31 @@ static void validate_writes(commit *c, int *pGrowth) {
         mw_growth_candidate(l, c->wp[i], c->img[i], ch)) {
       *pGrowth = 1;
       if (c->wp[i] != 1 && c->wp[i] <= l->snap_size) c->merge[c->nmerge++] = c->wp[i];
+    } else if (c->allow_rebase && mw_rebase_candidate(l, c->wp[i], c->writes_page1)) {
+      c->rebase[c->nrebase++] = i;
     } else {
       c->conflict = MW_STAT_CONFLICT_WRITE;
     }
   }
+}
+
+/* 4b'. Rebase: merge the newest version of each page into the commit's image, row
+** by row (rebase.c); one refusal refuses the commit. The images are the commit's
+** copies: a refusal leaves nothing published. */
+static int validate_rebase(commit *c) {
+  mw_lane *l = c->l;
+  for (int k = 0; k < c->nrebase; k++) {
+    int i = c->rebase[k], merged = 0;
+    mw_chain *ch = mw_store_chain_locked(&l->db->store, c->wp[i]);
+    int rc = mw_rebase_page(l, c->wp[i], c->img[i], ch, &merged);
+    if (rc != SQLITE_OK) return rc;
+    if (!merged) {
+      c->conflict = MW_STAT_CONFLICT_WRITE;
+      return SQLITE_OK;
+    }
+  }
+  c->rebased = c->nrebase;
+  return SQLITE_OK;
 }
 
 /* 4b. Growth: relocate the new pages past the newest end and merge the interior
@@ -498,6 +529,9 @@ static int validate(commit *c) {
       if (rc != SQLITE_OK || c->conflict) return rc;
     }
     rc = validate_reads(c, meta_changed);
+    if (rc != SQLITE_OK || c->conflict) return rc;
+    /* Last: a merge is work wasted when the reads refuse the commit anyway. */
+    rc = validate_rebase(c);
     if (rc != SQLITE_OK || c->conflict) return rc;
     /* The size after this commit. Every change of the size writes page 1 (the
     ** in-header size, bytes 28..31), and every committer holds page 1's stripe:
@@ -697,6 +731,10 @@ static int make_visible(commit *c, int rc) {
 static void finish(commit *c) {
   mw_lane *l = c->l;
   if (c->relocated) l->reloc_epoch = c->epoch;
+  if (c->rebased) {
+    l->rebase_epoch = c->epoch;
+    l->stats[MW_STAT_REBASES]++;
+  }
   /* A page that cannot be recorded sets rs.failed: the snapshot's next commit is
   ** refused, never this published one. */
   for (int i = 0; i < c->nw; i++) mw_pageset_add(&l->rs, c->wp[i]);
@@ -744,6 +782,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
 #endif
   commit c = { 0 };
   c.allow_growth = 1;
+  c.allow_rebase = 1;
   int rc = collect(&c, l, from, to, db_pages);
   if (rc == SQLITE_OK) rc = precheck(&c);
 #ifdef MW_TAIL_TRACE

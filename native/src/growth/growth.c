@@ -55,7 +55,7 @@ static int wrote(void *ctx, int side, uint32_t pgno) {
 }
 
 /* Page pgno as the snapshot saw it, into buf when it must come from the file. */
-static const unsigned char *snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf, int *rc) {
+const unsigned char *mw_snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf, int *rc) {
   mw_chain *c = mw_store_chain_locked(&l->db->store, pgno);
   const mw_pver *v = c ? mw_chain_view(c, l->snap, l->own, l->nown) : 0;
   if (v) {
@@ -98,7 +98,7 @@ int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
 
   /* Page 1 at the snapshot and the newest page 1 (the latest assigned epoch that
   ** wrote it: the caller holds its stripe). */
-  const unsigned char *snap1 = snap_page(l, 1, buf1, &rc);
+  const unsigned char *snap1 = mw_snap_page(l, 1, buf1, &rc);
   if (rc != SQLITE_OK) goto done;
   mw_chain *c1 = mw_store_chain_locked(&db->store, 1);
   const unsigned char *cur1 = 0;
@@ -142,7 +142,7 @@ int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
       if (wp[i] == p) k = i;
     mw_chain *c = mw_store_chain_locked(&db->store, p);
     if (k < 0 || c == 0 || c->n == 0) { rc = SQLITE_BUSY_SNAPSHOT; goto done; }
-    const unsigned char *base = snap_page(l, p, bufb, &rc);
+    const unsigned char *base = mw_snap_page(l, p, bufb, &rc);
     if (rc != SQLITE_OK) goto done;
     const unsigned char *theirs = mw_store_image(&db->store, c, &c->v[c->n - 1], &rc);
     if (theirs == 0) goto done;

@@ -38,6 +38,12 @@ int mw_stats(sqlite3 *db, const char *zDb, int64_t *out, int n) {
   return rc;
 }
 
+int mw_rebase_rows_declare(sqlite3 *db, const char *zDb, const int64_t *rowids, int n) {
+  if (db == 0 || n < 0 || (n > 0 && rowids == 0)) return SQLITE_MISUSE;
+  mw_rebase_rows r = { n, rowids };
+  return sqlite3_file_control(db, zDb ? zDb : "main", MW_FCNTL_REBASE_ROWS, &r);
+}
+
 /* sqlite3_db_config for the options that take an int and an int*: variadic C
 ** functions cannot be called through bun:ffi or Deno.dlopen (on arm64 Apple their
 ** arguments go on the stack, not in registers). */

@@ -136,11 +136,12 @@ static void snap_end(mw_lane *l) {
   l->nown = 0;
   /* A stash still here was rolled back (phase two never came). */
   if ((l->wrote && !l->keeps_version && !l->alone) || l->stashed || l->poisoned || l->rs.failed ||
-      l->reloc_epoch > l->snap)
+      l->reloc_epoch > l->snap || l->rebase_epoch > l->snap)
     l->must_reset = 1;
   else if (l->wrote && !l->keeps_version)
     l->blind = 1;
   l->wrote = 0;
+  mw_rebase_forget(l);
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
   l->warm = 1;
   if (l->must_reset) go_cold(l);
@@ -164,6 +165,7 @@ static int main_close(sqlite3_file *f) {
     free(l->wal);
     mw_pageset_free(&l->rs);
     free(l->own);
+    free(l->rb_rows);
     free(l->users);
     free(l->pgbuf);
     free(l);
@@ -186,6 +188,13 @@ static int main_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off) {
   uint32_t size;
   rc = use_txn(l);
   if (rc != SQLITE_OK) return rc;
+  if (l->in_snap && l->rebase_epoch > l->snap) {
+    /* SQLite holds its own version of the pages a rebase merged (rebase.c): a page
+    ** read now would mix the published merge into that view. */
+    sqlite3_log(SQLITE_BUSY_SNAPSHOT, "multiwriter: a read in the snapshot of a rebased commit "
+                "on %s: end the transaction (finish or reset its statements)", db->path);
+    return SQLITE_BUSY_SNAPSHOT;
+  }
   if (l->in_snap) {
     snap = l->snap;
     size = l->cur_size;
@@ -390,6 +399,10 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       mw_mp_room_claims(db, &out[MW_STAT_LOG_ROOM_CLAIMED], &out[MW_STAT_LOG_ROOM_CLAIMED_NOW]);
       return SQLITE_OK;
     }
+    case MW_FCNTL_REBASE_ROWS: {
+      const mw_rebase_rows *r = arg;
+      return r ? mw_rebase_declare(l, r->rowids, r->n) : SQLITE_MISUSE;
+    }
     case SQLITE_FCNTL_COMMIT_PHASETWO:
       if (use_txn(l) != SQLITE_OK) return SQLITE_IOERR;
       return l->stashed ? publish_stashed(l) : SQLITE_NOTFOUND;
@@ -531,6 +544,7 @@ int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, 
   l->zName = zName;
   l->real = p->real;
   l->readcheck = o->readcheck;
+  l->rebase = o->rebase;
   l->sync_level = 2;
   mw_db_add_lane(db, l);
   p->kind = MW_KIND_MAIN;

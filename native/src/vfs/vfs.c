@@ -81,10 +81,7 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
       o->mp = b;
     } else if (!strcmp(key, "mw_rebase")) {
       if (!parse_bool(v, &b)) goto bad_value;
-      if (b) {
-        *pzErr = sqlite3_mprintf("multiwriter: URI parameter %s=1 is not supported yet", key);
-        return SQLITE_ERROR;
-      }
+      o->rebase = b;
     } else {
       *pzErr = sqlite3_mprintf("multiwriter: unknown URI parameter '%s'", key);
       return SQLITE_ERROR;
