@@ -42,6 +42,8 @@ typedef struct cm_load {
                              must validate too) */
   int held_one_in;        /* one iteration in this many (0: none) holds a read statement
                              open and runs single-statement commits inside its snapshot */
+  int rebase;             /* declare the keys a transaction of point operations read or
+                             wrote (MW_FCNTL_REBASE_ROWS), for a run with mw_rebase=1 */
 } cm_load;
 
 /* The checkers' workload over one table kv (test_engine_checker, test_mp_checker): one
@@ -88,7 +90,7 @@ typedef struct cm_worker {
   txn *t;
   int n;
   int commits, refused, held;
-  int64_t cw, cr, cs, reloc, merges, refused_reloc;
+  int64_t cw, cr, cs, reloc, merges, refused_reloc, rebases;
   int64_t compactions;    /* of the database in the worker's process, at its end */
 } cm_worker;
 
@@ -98,7 +100,7 @@ typedef struct cm_run {
   cm_worker w[CM_THREADS];
   uint64_t *model, *scratch;
   int total, commits, refused, held, bad, final_ok;
-  int64_t cw, cr, cs, reloc, merges, refused_reloc, compactions;
+  int64_t cw, cr, cs, reloc, merges, refused_reloc, rebases, compactions;
 } cm_run;
 
 static uint64_t fnv(const void *p, size_t n) {
@@ -252,6 +254,22 @@ static void cm_held_run(cm_worker *w, sqlite3 *db, cm_stmts *s, char *val, uint6
   sqlite3_finalize(hold);
 }
 
+/* Rebase: a transaction of point operations declares every key it touched (each
+** statement reads its key, a copy also k2); one with a range read declares nothing
+** (it read rows it cannot name) and is never rebased. */
+static void cm_declare(sqlite3 *db, const txn *t) {
+  int64_t keys[2 * CM_MAXOPS];
+  int n = 0;
+  for (int j = 0; j < t->nops; j++) {
+    const op *o = &t->ops[j];
+    if (o->kind == OP_RANGE) return;
+    if (o->kind == OP_META_GET || o->kind == OP_META_SET) continue; /* page 1: validated */
+    keys[n++] = o->k;
+    if (o->kind == OP_COPY) keys[n++] = o->k2;
+  }
+  CHECK_RC(mw_rebase_rows_declare(db, 0, keys, n), SQLITE_OK);
+}
+
 static void *cm_worker_run(void *arg) {
   cm_worker *w = arg;
   const cm_load *L = w->L;
@@ -322,6 +340,7 @@ static void *cm_worker_run(void *arg) {
         cm_range(&s[ti], o);
       }
     }
+    if (L->rebase) cm_declare(db, t);
     int rc = tu_try(db, "COMMIT");
     t->snap = tu_stat(db, MW_STAT_SNAPSHOT_EPOCH);
     t->epoch = tu_stat(db, MW_STAT_COMMIT_EPOCH);
@@ -344,6 +363,7 @@ static void *cm_worker_run(void *arg) {
   w->reloc = tu_stat(db, MW_STAT_RELOCATIONS);
   w->merges = tu_stat(db, MW_STAT_MERGES);
   w->refused_reloc = tu_stat(db, MW_STAT_RELOCATE_REFUSED);
+  w->rebases = tu_stat(db, MW_STAT_REBASES);
   w->cw = tu_stat(db, MW_STAT_CONFLICT_WRITE);
   w->cr = tu_stat(db, MW_STAT_CONFLICT_READ);
   w->cs = tu_stat(db, MW_STAT_CONFLICT_SCHEMA);
@@ -534,6 +554,7 @@ static void cm_end(cm_run *r, sqlite3 *setup, const char *path, int64_t base) {
     r->reloc += w->reloc;
     r->merges += w->merges;
     r->refused_reloc += w->refused_reloc;
+    r->rebases += w->rebases;
   }
   cm_replay(r, base);
   cm_final(r, setup, path);
