@@ -663,4 +663,12 @@ export const MUTANTS = [
     tests: ["test_engine_rebase"],
     why: "a transaction that did not declare its reads is rebased (it may have read rows the merge changed)",
   },
+  {
+    id: "rebase-declaration-lost-at-cold-start",
+    file: "vfs/lane.c",
+    find: "  if (!(l->cold_start && !l->touched)) mw_rebase_forget(l);",
+    replace: "  mw_rebase_forget(l);",
+    tests: ["test_engine_rebase"],
+    why: "a declaration made before the transaction is dropped when SQLite lets the cold snapshot go unread and locks again (nothing declared early is rebased)",
+  },
 ];

@@ -222,6 +222,7 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
   memset(&x, 0, sizeof x);
   x.wl = c->wl;
   x.writer = w;
+  x.declare = c->variant == V_MWR;
   x.nrows = ct_rows(c->writers);
   rng_seed(&x.rng, (uint64_t)w * 7919u + (uint64_t)now_ns());
   char err[256] = "";
