@@ -48,7 +48,12 @@ export interface DatabaseOptions {
   fullFsync?: boolean;
   /** Engine: several processes share the database (mw_mp). */
   processes?: boolean;
-  /** Engine: rebase commits that lost only on shared pages (mw_rebase). */
+  /**
+   * Engine: rebase commits that lost only on other rows of shared pages (mw_rebase).
+   * Not available through the package yet: the engine rebases only transactions that
+   * declare the rows they read (C: mw_rebase_rows_declare), which the package does not
+   * do. `true` is refused; `false` is accepted.
+   */
   rebase?: boolean;
 }
 
@@ -177,6 +182,13 @@ export function resolveOptions(options: DatabaseOptions | number | undefined, bu
     if (general) checkKind(name, general, value);
     else if (engine) {
       checkKind(name, engine[0], value);
+      if (name === "rebase" && value === true) {
+        throw new RangeError(
+          'sqlite-multiwriter: option "rebase" is not available through the package yet: the engine ' +
+            "rebases only a transaction that declares the rows it read (mw_rebase_rows_declare in C), " +
+            "and the package does not declare them",
+        );
+      }
       const v = typeof value === "boolean" ? (value ? "1" : "0") : String(value);
       engineParams.push([engine[1], v]);
     } else {

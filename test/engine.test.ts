@@ -21,10 +21,18 @@ describe("the engine", () => {
   it("refuses a bad engine option value, naming the URI parameter, and creates nothing", () => {
     const dir = tempDir();
     const path = join(dir, "bad.db");
-    // The package checks profile's values itself; the engine refuses rebase, which it names.
+    // The package checks profile's values and rebase itself; the engine refuses a second
+    // way of opening a database this process has open, which it names.
     expect(() => new Database(path, { profile: "bogus" })).toThrow(/option "profile" must be one of/);
-    expect(openError(path, { rebase: true }).message).toMatch(/mw_rebase=1 is not supported/);
+    expect(() => new Database(path, { rebase: true })).toThrow(/option "rebase" is not available through the package yet/);
     expect(readdirSync(dir)).toEqual([]);
+    const other = join(tempDir(), "other.db");
+    const first = new Database(other);
+    try {
+      expect(openError(other, { processes: true }).message).toMatch(/is open in this process without mw_mp=1/);
+    } finally {
+      first.close();
+    }
   });
 
   it("refuses PRAGMAs that would leave WAL mode", () => {

@@ -105,7 +105,7 @@ describe("open", () => {
       expect(() => new Database(path, options)).toThrow(RangeError);
       expect(() => new Database(path, options)).toThrow(words);
     }
-    expect(() => new Database(path, { multiwriter: false, rebase: true })).toThrow(/"rebase" is an engine option/);
+    expect(() => new Database(path, { multiwriter: false, readCheck: false })).toThrow(/"readCheck" is an engine option/);
     expect(existsSync(path)).toBe(false);
   });
 

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "5292f815d4a88f59878474249ed4eab0be80545c0de6507cf8aa6981baf6fe10",
-        "size": 1818312
+        "sha256": "3c7e689c4052f2e1a598377ec8c5670715bc0fcb7a9517c90dc23f966b9d5993",
+        "size": 1823192
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "da1c8c69faa8fc24f102d03ec9af0a45c5f4053f31add1c0b3477d5eb7332e97",
-        "size": 259600
+        "sha256": "870d64862a39fd7dbde7838d6ac60d92830c5edf8cf2b6166dcb1650da11661d",
+        "size": 264528
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "3694faa5b99ff0fb228493345e619261695fdbd6a72ba9185f886693d54676bb",
-        "size": 1761304
+        "sha256": "21c07ef48cc9b6b43e3ca61aa7e9b88adb4ac6078e3088517ab53043294bf821",
+        "size": 1765976
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "b98cbf6e81a588945d1a458fe0af6a59430d10b18f6da1fafc5a1d614c51a678",
-        "size": 251720
+        "sha256": "e791b14e656a663ab7bbd20f37598de468091060295e1eee6e9250e58bbc6446",
+        "size": 256456
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "6ffeae26369dddf57d45ed6460637331221803ee81346f665c0cb3f4d1a30acc",
-        "size": 1816232
+        "sha256": "41d0404c124eb01043c81f4c51b6f722521462373cf4b336e00fc3719e7be9ce",
+        "size": 1821096
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "7b290002d3e4e9d1cb71d8bd6ab22fb6522ba15bdcc7ed4843b42772ff2f8679",
-        "size": 258776
+        "sha256": "7b109ec8f5e27d796ef437268c94db3a722ec04b01d53137ed1476c24fd9c8de",
+        "size": 263720
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8f1b03a61e1c630d12709c4b643606f2d33bf7b49619e24c0aba9ff6fc6596e0",
-        "size": 1759504
+        "sha256": "dc13780a078bb26f3fdd712335502fbeeafb4c8e0bf1c95765b317481b224dc5",
+        "size": 1764176
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "acd5df4729488cc89a0dd2fa5561e6259f930270b1902da5c868e080286ec114",
-        "size": 251128
+        "sha256": "8ff14ff1d9a75b336250c6ff6db855dd5d24f1f72d0adf17d45cf1f583cafa5c",
+        "size": 255864
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "190198969b4ccf4a24d8c963f10dd80c244dafa30ee5ce19c27580a2e7f0f664",
-        "size": 1773701
+        "sha256": "cd8ca549d64983752f172f7a36924ccf10cd64da1793eee8a798e5eb07eca28a",
+        "size": 1778192
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "3435352a63fdeb9af01d971a0bc1a99cbc75b811dfa800a9335ba7e69f04838e",
-        "size": 260575
+        "sha256": "faf2d7ce0333616de73ea52c3d09dc2ec7407ef9c6d7d7ea99e636e7855356b9",
+        "size": 265066
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "64e4d610f12d0c6d52990526d6424246030ea4022bbbf72f7ffa6bd80f8da297",
-        "size": 1849680
+        "sha256": "7516668e455d5343d95ffa542cbe1a3549f8cb611f6b1fa93ca8610165294f50",
+        "size": 1866480
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "6419b5124406c1023d27952e40215f7c20f441d0ca3f103589f749f52a8d662e",
-        "size": 296056
+        "sha256": "6bf1809d354dfb80b7975e5f8c293a22dfb47a9f16f17e599ccb5b0b25d0c4c7",
+        "size": 312872
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "0afa8aa080b762a1f895ae6d51bdee8e4f710e247f6318113c86998b88ebac61",
-        "size": 1678848
+        "sha256": "4843752c3110b027965cc8c768ac8931e1823ef2170642ed549def56da50ca43",
+        "size": 1683968
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "390ba10a00567d044667bf8dc454cf7cb8dc990e8c2dc52505ed1cd5d71b5079",
-        "size": 182272
+        "sha256": "60a292ee8d75222dfc367359403c13edfbadc923c2c0d5e1d97fd54e02d266eb",
+        "size": 186368
       }
     }
   }
