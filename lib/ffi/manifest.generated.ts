@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "3c7e689c4052f2e1a598377ec8c5670715bc0fcb7a9517c90dc23f966b9d5993",
+        "sha256": "59683400e409c95b2c8a72e9ca15580a35b89851acf204daf14ec5b1a13d9af3",
         "size": 1823192
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "870d64862a39fd7dbde7838d6ac60d92830c5edf8cf2b6166dcb1650da11661d",
+        "sha256": "a2027eada3096a77298baea162bdfe4e7a227ad6ddfa94c7651a10f68647bc7b",
         "size": 264528
       }
     },
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "21c07ef48cc9b6b43e3ca61aa7e9b88adb4ac6078e3088517ab53043294bf821",
+        "sha256": "5d41d1e27b96d19859e7914bfc9c47fb080d1bc88205cbdc98c4cbc9bb62a361",
         "size": 1765976
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "e791b14e656a663ab7bbd20f37598de468091060295e1eee6e9250e58bbc6446",
-        "size": 256456
+        "sha256": "7924df696b0dfb70a05ab74ee343d5e692877dd1ca811db0d791973f956a20a8",
+        "size": 256472
       }
     },
     "linux-x64-musl": {
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "41d0404c124eb01043c81f4c51b6f722521462373cf4b336e00fc3719e7be9ce",
+        "sha256": "784c80c3a55d292dc711e6223629d7c2a4477b1c16f2e5d986df641027a4cc35",
         "size": 1821096
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "7b109ec8f5e27d796ef437268c94db3a722ec04b01d53137ed1476c24fd9c8de",
+        "sha256": "e924bda0b3d48379b8c615abd57a3066f275279426da79803a83895d05cf7603",
         "size": 263720
       }
     },
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "dc13780a078bb26f3fdd712335502fbeeafb4c8e0bf1c95765b317481b224dc5",
+        "sha256": "5f33d2a3a0aa2bf5d66768e3ac9eecf952ba51016d5b5fc845ede4dcd995ab98",
         "size": 1764176
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "8ff14ff1d9a75b336250c6ff6db855dd5d24f1f72d0adf17d45cf1f583cafa5c",
+        "sha256": "63912ee05b39c7836986e1a26496cf0dda2ae4c9850b19526a4769c13dcdcaab",
         "size": 255864
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "cd8ca549d64983752f172f7a36924ccf10cd64da1793eee8a798e5eb07eca28a",
+        "sha256": "dabe8fccb4dc83c9cce912fd52ca0b061538cff434e97e17e17a3b077251211d",
         "size": 1778192
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "faf2d7ce0333616de73ea52c3d09dc2ec7407ef9c6d7d7ea99e636e7855356b9",
+        "sha256": "5700893ef918726188b8ca94d09dc4324285ff97fdb951cc7e2554fd0afc8ee4",
         "size": 265066
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "7516668e455d5343d95ffa542cbe1a3549f8cb611f6b1fa93ca8610165294f50",
+        "sha256": "71a657388eb60473cc3c2cce9749bbf71178061f04262670513298323663652c",
         "size": 1866480
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "6bf1809d354dfb80b7975e5f8c293a22dfb47a9f16f17e599ccb5b0b25d0c4c7",
+        "sha256": "bc36cbe0dd203fb82660587d9f8152d6d0144054fab1ac6dc8db77fe34bde9e2",
         "size": 312872
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "4843752c3110b027965cc8c768ac8931e1823ef2170642ed549def56da50ca43",
+        "sha256": "5f6368369aa2736ed47ac4d5fb76967a46088b991100900efce88a8bb7ddb791",
         "size": 1683968
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "60a292ee8d75222dfc367359403c13edfbadc923c2c0d5e1d97fd54e02d266eb",
+        "sha256": "d42cc7aea3b9763dd77c6e9f4b618c53745624ee1baed4760cfd20b1a794bc0a",
         "size": 186368
       }
     }

@@ -1,6 +1,6 @@
 /* Options, PRAGMAs and the file's life cycle:
 **  - an unknown mw* URI parameter or a bad value fails sqlite3_open with a message
-**    that names it; mw_rebase=1 is refused; a connection with another mw_mp than the
+**    that names it; a connection with another mw_mp than the
 **    ones of this process open on the file is refused; good
 **    values open; mw=0 opens stock SQLite (no engine statistics);
 **  - journal_mode other than WAL and locking_mode=EXCLUSIVE are refused with a
@@ -44,11 +44,11 @@ int main(void) {
   expect_open_error(path, "mw_fullfsync=maybe", "'mw_fullfsync'");
   expect_open_error(path, "mw=2", "'mw'");
   expect_open_error(path, "mw_mp=maybe", "'mw_mp'");
-  expect_open_error(path, "mw_rebase=1", "mw_rebase=1 is not supported yet");
+  expect_open_error(path, "mw_rebase=2", "'mw_rebase'");
   /* A refused open created nothing. */
   CHECK(access(path, F_OK) != 0);
 
-  sqlite3 *db = tu_open(path, "mw_readcheck=1&mw_log_max_mb=4&mw_profile=small&mw_fullfsync=0&mw_mp=0");
+  sqlite3 *db = tu_open(path, "mw_readcheck=1&mw_log_max_mb=4&mw_profile=small&mw_fullfsync=0&mw_mp=0&mw_rebase=1");
   CHECK(tu_stat(db, MW_STAT_ENGINE) == 1);
   expect_open_error(path, "mw_mp=1", "every connection must open it the same way");
   tu_exec(db, "CREATE TABLE t(x)");

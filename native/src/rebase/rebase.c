@@ -72,10 +72,10 @@ int mw_rebase_page(mw_lane *l, uint32_t pgno, unsigned char *img, const mw_chain
   uint32_t pgsz = (uint32_t)db->page_size;
   *pMerged = 0;
   if (c == 0 || c->n == 0) return SQLITE_OK; /* no newer version: not a conflict */
-  if (!l->rb_sorted) {
+  if (!l->rb_sorted && l->rb_n > 1) {
     qsort(l->rb_rows, (size_t)l->rb_n, sizeof(int64_t), cmp_i64);
-    l->rb_sorted = 1;
   }
+  l->rb_sorted = 1;
   size_t need = mw_leaf_merge_scratch_size(pgsz);
   unsigned char *base_buf = malloc(pgsz), *out = malloc(pgsz);
   void *scratch = malloc(need);
