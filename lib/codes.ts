@@ -131,6 +131,7 @@ export const SQLITE_OK = 0;
 export const SQLITE_ERROR = 1;
 export const SQLITE_BUSY = 5;
 export const SQLITE_BUSY_SNAPSHOT = 517;
+export const SQLITE_NOTFOUND = 12;
 export const SQLITE_MISUSE = 21;
 export const SQLITE_RANGE = 25;
 export const SQLITE_ROW = 100;

@@ -2,7 +2,7 @@
 // cache, scripts, transactions with savepoints and the retry of lost commits, custom
 // functions, extensions, serialize/deserialize, file controls, the engine's counters,
 // and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
-import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_MISUSE, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_MISUSE, SQLITE_NOTFOUND, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import { SQLBlob, type BlobHost, type BlobOpenOptions } from "./blob.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
@@ -142,6 +142,10 @@ export interface EngineStats {
   /** Data syncs of the log this process issued; one covers a group of commits (with
    *  `mw_mp=1`, of every process). */
   logSyncs: number;
+  /** Commits merged row by row with the commits since their snapshot (`rebase: true`). */
+  rebases: number;
+  /** Merges refused: a row both changed, a declared row changed, overflow, no room. */
+  rebaseRefused: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
   /** Attempts of the last transaction() call (1 = no retry). */
@@ -1098,6 +1102,35 @@ export class Database {
     return this.#sym.sqlite3_file_control(db, cstr(schema, "the schema name"), op, buf);
   }
 
+  /**
+   * Declares, for rebase (`rebase: true`), the rowids of the rows the transaction read:
+   * the one in progress, or the next one when none is open. Calls add up until it ends;
+   * `[]` declares that it read only rows it wrote. A transaction that declared promises
+   * that its statements read no other rows: point statements by rowid (INSERT ... VALUES,
+   * UPDATE/DELETE/SELECT ... WHERE rowid = ?), no range, scan, join, trigger or foreign-key
+   * check. Only such a transaction's commit is merged when it loses on other rows of a
+   * shared table leaf page; a wrong promise can commit write skew. Rowids are compared
+   * whatever their table (a match on another table's row only refuses the merge).
+   */
+  declareReads(rowids: Iterable<number | bigint>, schema = "main"): void {
+    const list: bigint[] = [];
+    for (const r of rowids) {
+      if (typeof r === "bigint" ? r < -(2n ** 63n) || r >= 2n ** 63n : !Number.isSafeInteger(r)) {
+        throw new TypeError(`sqlite-multiwriter: declareReads() takes integer rowids, got ${describe(r)}`);
+      }
+      list.push(BigInt(r));
+    }
+    const db = this.#handle();
+    const rc = this.#sym.mw_rebase_rows_declare(db, cstr(schema), new BigInt64Array(list), list.length);
+    if (rc === SQLITE_NOTFOUND) {
+      throw new SQLiteError(
+        `sqlite-multiwriter: declareReads(): "${schema}" does not run on the engine (opened with multiwriter: false?)`,
+        rc,
+      );
+    }
+    if (rc !== SQLITE_OK) throw this.#error(rc);
+  }
+
   /** The engine's counters for this connection, plus the retries of transaction(). */
   stats(schema = "main"): EngineStats {
     const db = this.#handle();
@@ -1128,6 +1161,8 @@ export class Database {
       compactorRuns: at(22),
       logRoomInline: at(24),
       logSyncs: at(25),
+      rebases: at(28),
+      rebaseRefused: at(29),
       retries: this.#retries,
       lastTransactionAttempts: this.#lastAttempts,
       raw,

@@ -49,10 +49,9 @@ export interface DatabaseOptions {
   /** Engine: several processes share the database (mw_mp). */
   processes?: boolean;
   /**
-   * Engine: rebase commits that lost only on other rows of shared pages (mw_rebase).
-   * Not available through the package yet: the engine rebases only transactions that
-   * declare the rows they read (C: mw_rebase_rows_declare), which the package does not
-   * do. `true` is refused; `false` is accepted.
+   * Engine: a commit that lost only because others changed other rows of the table leaf
+   * pages it wrote is merged instead of refused (mw_rebase), when its transaction
+   * declared the rows it read with `db.declareReads()`.
    */
   rebase?: boolean;
 }
@@ -182,13 +181,6 @@ export function resolveOptions(options: DatabaseOptions | number | undefined, bu
     if (general) checkKind(name, general, value);
     else if (engine) {
       checkKind(name, engine[0], value);
-      if (name === "rebase" && value === true) {
-        throw new RangeError(
-          'sqlite-multiwriter: option "rebase" is not available through the package yet: the engine ' +
-            "rebases only a transaction that declares the rows it read (mw_rebase_rows_declare in C), " +
-            "and the package does not declare them",
-        );
-      }
       const v = typeof value === "boolean" ? (value ? "1" : "0") : String(value);
       engineParams.push([engine[1], v]);
     } else {

@@ -21,10 +21,9 @@ describe("the engine", () => {
   it("refuses a bad engine option value, naming the URI parameter, and creates nothing", () => {
     const dir = tempDir();
     const path = join(dir, "bad.db");
-    // The package checks profile's values and rebase itself; the engine refuses a second
-    // way of opening a database this process has open, which it names.
+    // The package checks profile's values itself; the engine refuses a second way of
+    // opening a database this process has open, which it names.
     expect(() => new Database(path, { profile: "bogus" })).toThrow(/option "profile" must be one of/);
-    expect(() => new Database(path, { rebase: true })).toThrow(/option "rebase" is not available through the package yet/);
     expect(readdirSync(dir)).toEqual([]);
     const other = join(tempDir(), "other.db");
     const first = new Database(other);

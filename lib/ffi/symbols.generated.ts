@@ -95,6 +95,7 @@ export const functions = {
   mw_register: { args: [], returns: "i32" },
   mw_stats: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
   mw_db_config: { args: ["ptr", "i32", "i32", "buffer"], returns: "i32" },
+  mw_rebase_rows_declare: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
 } as const;
 
 export const callbacks = {
