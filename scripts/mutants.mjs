@@ -671,4 +671,28 @@ export const MUTANTS = [
     tests: ["test_engine_rebase"],
     why: "a declaration made before the transaction is dropped when SQLite lets the cold snapshot go unread and locks again (nothing declared early is rebased)",
   },
+  {
+    id: "rebase-leaf-empty-page",
+    file: "rebase/leaf_merge.c",
+    find: "  if (nm == 0) return MW_LEAF_EMPTY;",
+    replace: "",
+    tests: ["test_rebase_leaf"],
+    why: "a merge that leaves no row writes an empty non-root leaf, which SQLite never leaves behind",
+  },
+  {
+    id: "rebase-leaf-content-start",
+    file: "rebase/leaf_merge.c",
+    find: "  out[6] = (unsigned char)top;",
+    replace: "  out[6] = (unsigned char)(top + 1);",
+    tests: ["test_rebase_leaf"],
+    why: "the merged page's cell content area starts one byte late: SQLite's free-space count is wrong",
+  },
+  {
+    id: "rebase-leaf-ours-dropped",
+    file: "rebase/leaf_merge.c",
+    find: "      rm[nm].from_ours = 1;",
+    replace: "      rm[nm].from_ours = 0; rm[nm] = j > 0 ? rt[j - 1] : rm[nm];",
+    tests: ["test_rebase_leaf"],
+    why: "the merged page takes theirs' bytes where ours changed the row",
+  },
 ];

@@ -1,5 +1,6 @@
-/* fuzz_btree: libFuzzer target for the b-tree page reader (btree_page.c) and its two
-** users, relocation (relocate.c) and the interior-page merge (merge.c).
+/* fuzz_btree: libFuzzer target for the b-tree page reader (btree_page.c) and its
+** users: relocation (relocate.c), the interior-page merge (merge.c) and rebase's
+** leaf merge (rebase/leaf_merge.c).
 **
 ** Input: byte 0 page size (512 << (b % 8), 65536 at most), byte 1 reserved bytes at
 ** the end of each page, byte 2 the mode, the rest page images (each in a buffer of
@@ -12,9 +13,13 @@
 **   mode 2: mw_relocate on a write set made of page 1 (the snapshot's page 1 with the
 **           header fields relocation needs, unless byte 3 says raw) and the pages
 **           that follow; a refusal must leave the write set untouched, a success must
-**           leave every new page referenced exactly once, under its new number.
+**           leave every new page referenced exactly once, under its new number;
+**   mode 3: mw_merge_table_leaf(base, ours, theirs) with up to 3 declared rows from
+**           bytes 3-4; a merged page must read back as a table leaf with strictly
+**           increasing keys, every cell in the usable area.
 */
 #include "mw_internal.h"
+#include "rebase.h"
 #include "relocate.h"
 
 #include <stdio.h>
@@ -86,6 +91,38 @@ static void merge(unsigned char **pg, int npg, uint32_t ps, uint32_t us, unsigne
     }
   } else if (rc >= MW_MERGE_RESULT_COUNT || !strcmp(mw_merge_result_name(rc), "unknown")) {
     fail("unknown merge result");
+  }
+  free(scratch);
+  free(out);
+}
+
+/* ---- mode 3 */
+
+static void leaf_merge(unsigned char **pg, int npg, uint32_t ps, uint32_t us, unsigned bits) {
+  if (npg < 3) return;
+  size_t slen = mw_leaf_merge_scratch_size(ps);
+  void *scratch = malloc(slen);
+  unsigned char *out = malloc(ps);
+  if (!scratch || !out) fail("out of memory");
+  int64_t reads[3] = { bits & 0xf, (bits >> 4) & 0xff, 1000 + (bits >> 12) };
+  size_t nreads = bits % 4;
+  int changed = 0;
+  mw_leaf_merge_result rc = mw_merge_table_leaf(pg[0], pg[1], pg[2], 2, ps, us, reads, nreads,
+                                                out, scratch, slen, &changed);
+  if (getenv("MW_FUZZ_VERBOSE")) fprintf(stderr, "leaf merge: %s\n", mw_leaf_merge_result_name(rc));
+  if (rc == MW_LEAF_OK) {
+    mw_btree_hdr h;
+    if (mw_btree_header(out, 2, ps, us, &h) != MW_PAGE_OK || h.type != MW_BTREE_LEAF_TABLE || h.ncell == 0)
+      fail("the merged page does not read as a table leaf with cells");
+    int64_t prev = 0;
+    for (uint32_t i = 0; i < h.ncell; i++) {
+      mw_cell_info c;
+      if (mw_btree_cell(out, &h, i, &c) != MW_PAGE_OK) fail("a merged cell does not read");
+      if (i > 0 && c.key <= prev) fail("merged keys not increasing");
+      prev = c.key;
+    }
+  } else if (rc >= MW_LEAF_RESULT_COUNT || !strcmp(mw_leaf_merge_result_name(rc), "unknown")) {
+    fail("unknown leaf merge result");
   }
   free(scratch);
   free(out);
@@ -187,7 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint32_t reserve = data[1];
   uint32_t us = ps - reserve;
   if (us < 480) us = ps;
-  int mode = data[2] % 3;
+  int mode = data[2] % 4;
   unsigned bits = data[3] | (unsigned)data[4] << 8;
   const uint8_t *ctl = data + 3; /* mode 2: 4 + MAX_PAGES control bytes */
   const uint8_t *body = data + 4 + 4 + MAX_PAGES;
@@ -209,6 +246,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   } else if (mode == 1) {
     merge(pg, npg, ps, us, bits);
+  } else if (mode == 3) {
+    leaf_merge(pg, npg, ps, us, bits);
   } else {
     relocate(pg, npg, ps, us, ctl);
   }

@@ -151,6 +151,26 @@ def btree_seeds(tmp):
         raise SystemExit(f"seeds.py: no relocation seed (n0 {n0}, g {g}, changed {len(changed)})")
 
 
+def leaf_seeds(tmp):
+    """Rebase's leaf merge (mode 3): one table leaf, each side changed other rows."""
+    p0, p1, p2 = (os.path.join(tmp, f"l{k}.db") for k in range(3))
+    make_db(p0, 512, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+                     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12) "
+                     "INSERT INTO t SELECT i, printf('%.20c', 'a') FROM n;")
+    shutil.copy(p0, p1)
+    shutil.copy(p0, p2)
+    for p, sql in ((p1, "UPDATE t SET v = 'ours' WHERE id = 3; DELETE FROM t WHERE id = 7;"),
+                   (p2, "UPDATE t SET v = 'theirs' WHERE id = 5; INSERT INTO t VALUES(13, 'new');")):
+        c = sqlite3.connect(p)
+        c.executescript(sql)
+        c.commit()
+        c.close()
+    trio = [pages_of(p)[1][1] for p in (p0, p1, p2)]  # page 2: the table's root, a leaf
+    write("fuzz_btree", "leaf-ps512-other-rows", bytes([0, 0, 3]) + bytes(17) + b"".join(trio))
+    # the same row on both sides (declared reads: byte 3 % 4 == 1, row 3 & 0xf == 3)
+    write("fuzz_btree", "leaf-ps512-same-row", bytes([0, 0, 3, 3]) + bytes(16) + trio[0] + trio[1] + trio[1])
+
+
 def opts_seeds():
     for k, q in enumerate([
         "mw=1", "mw=0", "mw_log_max_mb=64&mw_readcheck=0", "mw_profile=small&mw_fullfsync=on",
@@ -165,4 +185,5 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         log_seeds()
         btree_seeds(tmp)
+        leaf_seeds(tmp)
         opts_seeds()

@@ -35,7 +35,7 @@ typedef struct change {
 
 static const char *const result_names[MW_LEAF_RESULT_COUNT] = {
     "ok", "bad_args", "not_table_leaf", "malformed", "same_row",
-    "read_changed", "overflow", "does_not_fit",
+    "read_changed", "overflow", "does_not_fit", "empty",
 };
 
 const char *mw_leaf_merge_result_name(int result) {
@@ -172,6 +172,7 @@ mw_leaf_merge_result mw_merge_table_leaf(const unsigned char *base, const unsign
     nm++;
   }
   if (nm > cap - 1 || bytes > usable_size) return MW_LEAF_DOES_NOT_FIT;
+  if (nm == 0) return MW_LEAF_EMPTY;
 
   /* The page: theirs' bytes past the usable size (the reserved region), zeros in
   ** the rest, the header, the pointer array, the cells from the end down. */

@@ -27,6 +27,8 @@ typedef enum mw_leaf_merge_result {
   MW_LEAF_READ_CHANGED,   /* a row the transaction read was changed by theirs */
   MW_LEAF_OVERFLOW,       /* ours changed a row that spills to overflow pages */
   MW_LEAF_DOES_NOT_FIT,   /* the merged rows do not fit on one page */
+  MW_LEAF_EMPTY,          /* no row would be left: SQLite removes such a page from its
+                             parent (unless it is a root), which a merge cannot do */
   MW_LEAF_RESULT_COUNT
 } mw_leaf_merge_result;
 
@@ -44,7 +46,7 @@ size_t mw_leaf_merge_scratch_size(uint32_t page_size);
 **  - no row in `reads` (sorted ascending; rowids of any table, so a match may be
 **    another table's row: refusing then is only cautious) changed on theirs;
 **  - no row ours changed had or has overflow pages (their pages would change too);
-**  - the result fits.
+**  - the result fits, and holds at least one row.
 ** On MW_LEAF_OK, `out` (page_size bytes) holds the merged page: theirs' bytes past
 ** the usable size, a fresh header, the cells packed at the end, no free blocks.
 ** *pChanged receives the number of rows ours changed (also when refused). */
