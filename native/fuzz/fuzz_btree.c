@@ -68,6 +68,23 @@ static int wrote(void *ctx, int side, uint32_t pgno) {
   return (bits >> ((pgno + (uint32_t)side) % 8)) & 1;
 }
 
+/* A merged page must read back as a page of the type, every cell readable, keys strictly
+** increasing. Returns its number of cells. */
+static uint32_t read_back(const unsigned char *out, uint32_t pgno, uint32_t ps, uint32_t us,
+                          uint32_t type) {
+  mw_btree_hdr h;
+  if (mw_btree_header(out, pgno, ps, us, &h) != MW_PAGE_OK || h.type != type)
+    fail("the merged page does not read as a page of its type");
+  int64_t prev = 0;
+  for (uint32_t i = 0; i < h.ncell; i++) {
+    mw_cell_info c;
+    if (mw_btree_cell(out, &h, i, &c) != MW_PAGE_OK) fail("a merged cell does not read");
+    if (i > 0 && c.key <= prev) fail("merged keys not increasing");
+    prev = c.key;
+  }
+  return h.ncell;
+}
+
 static void merge(unsigned char **pg, int npg, uint32_t ps, uint32_t us, unsigned bits) {
   if (npg < 3) return;
   size_t slen = mw_merge_scratch_size(ps);
@@ -79,16 +96,7 @@ static void merge(unsigned char **pg, int npg, uint32_t ps, uint32_t us, unsigne
                                                 (bits & 0x80) ? 0 : wrote, &bits, out, scratch, slen);
   if (getenv("MW_FUZZ_VERBOSE")) fprintf(stderr, "merge: %s\n", mw_merge_result_name(rc));
   if (rc == MW_MERGE_OK) {
-    mw_btree_hdr h;
-    if (mw_btree_header(out, pgno, ps, us, &h) != MW_PAGE_OK || h.type != MW_BTREE_INTERIOR_TABLE)
-      fail("the merged page does not read as an interior table page");
-    int64_t prev = 0;
-    for (uint32_t i = 0; i < h.ncell; i++) {
-      mw_cell_info c;
-      if (mw_btree_cell(out, &h, i, &c) != MW_PAGE_OK) fail("a merged cell does not read");
-      if (i > 0 && c.key <= prev) fail("merged keys not increasing");
-      prev = c.key;
-    }
+    read_back(out, pgno, ps, us, MW_BTREE_INTERIOR_TABLE);
   } else if (rc >= MW_MERGE_RESULT_COUNT || !strcmp(mw_merge_result_name(rc), "unknown")) {
     fail("unknown merge result");
   }
@@ -111,16 +119,7 @@ static void leaf_merge(unsigned char **pg, int npg, uint32_t ps, uint32_t us, un
                                                 out, scratch, slen, &changed);
   if (getenv("MW_FUZZ_VERBOSE")) fprintf(stderr, "leaf merge: %s\n", mw_leaf_merge_result_name(rc));
   if (rc == MW_LEAF_OK) {
-    mw_btree_hdr h;
-    if (mw_btree_header(out, 2, ps, us, &h) != MW_PAGE_OK || h.type != MW_BTREE_LEAF_TABLE || h.ncell == 0)
-      fail("the merged page does not read as a table leaf with cells");
-    int64_t prev = 0;
-    for (uint32_t i = 0; i < h.ncell; i++) {
-      mw_cell_info c;
-      if (mw_btree_cell(out, &h, i, &c) != MW_PAGE_OK) fail("a merged cell does not read");
-      if (i > 0 && c.key <= prev) fail("merged keys not increasing");
-      prev = c.key;
-    }
+    if (read_back(out, 2, ps, us, MW_BTREE_LEAF_TABLE) == 0) fail("a merged leaf has no cell");
   } else if (rc >= MW_LEAF_RESULT_COUNT || !strcmp(mw_leaf_merge_result_name(rc), "unknown")) {
     fail("unknown leaf merge result");
   }

@@ -102,6 +102,16 @@ def make_db(path, ps, sql):
     c.close()
 
 
+def two_sides(base, *sides):
+    """Copies base to each side's path and runs the side's SQL on it: (path, sql) pairs."""
+    for path, sql in sides:
+        shutil.copy(base, path)
+        c = sqlite3.connect(path)
+        c.executescript(sql)
+        c.commit()
+        c.close()
+
+
 def btree_seeds(tmp):
     sel = {512: 0, 1024: 1, 4096: 3}
     base_sql = ("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
@@ -125,14 +135,9 @@ def btree_seeds(tmp):
     make_db(p0, 512, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40) "
                      "INSERT INTO t SELECT i * 10, randomblob(100) FROM n;")
-    shutil.copy(p0, p1)
-    shutil.copy(p0, p2)
-    for p, lo in ((p1, 10000), (p2, 20000)):
-        c = sqlite3.connect(p)
-        c.executescript(f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 8) "
-                        f"INSERT INTO t SELECT {lo} + i, randomblob(100) FROM n;")
-        c.commit()
-        c.close()
+    append = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 8) "
+              "INSERT INTO t SELECT {} + i, randomblob(100) FROM n;")
+    two_sides(p0, (p1, append.format(10000)), (p2, append.format(20000)))
     trio = [pages_of(p)[1][1] for p in (p0, p1, p2)]  # page 2: the table's root
     write("fuzz_btree", "merge-ps512-append-both", bytes([0, 0, 1]) + bytes(17) + b"".join(trio))
     # relocation: a transaction that grew the table by g pages from the snapshot
@@ -157,14 +162,8 @@ def leaf_seeds(tmp):
     make_db(p0, 512, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12) "
                      "INSERT INTO t SELECT i, printf('%.20c', 'a') FROM n;")
-    shutil.copy(p0, p1)
-    shutil.copy(p0, p2)
-    for p, sql in ((p1, "UPDATE t SET v = 'ours' WHERE id = 3; DELETE FROM t WHERE id = 7;"),
-                   (p2, "UPDATE t SET v = 'theirs' WHERE id = 5; INSERT INTO t VALUES(13, 'new');")):
-        c = sqlite3.connect(p)
-        c.executescript(sql)
-        c.commit()
-        c.close()
+    two_sides(p0, (p1, "UPDATE t SET v = 'ours' WHERE id = 3; DELETE FROM t WHERE id = 7;"),
+              (p2, "UPDATE t SET v = 'theirs' WHERE id = 5; INSERT INTO t VALUES(13, 'new');"))
     trio = [pages_of(p)[1][1] for p in (p0, p1, p2)]  # page 2: the table's root, a leaf
     write("fuzz_btree", "leaf-ps512-other-rows", bytes([0, 0, 3]) + bytes(17) + b"".join(trio))
     # the same row on both sides (declared reads: byte 3 % 4 == 1, row 3 & 0xf == 3)
