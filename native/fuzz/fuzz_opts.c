@@ -67,12 +67,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sqlite3_filename fn = sqlite3_create_filename("/fuzz/f.db", "/fuzz/f.db-journal", "/fuzz/f.db-wal", np, az);
   if (fn) {
     mw_opts o;
+    memset(&o, 0xA5, sizeof o); /* whatever the caller's stack held: parse sets every field */
     char *err = (char *)1;
     int rc = mw_opts_parse(fn, &o, &err);
     if (rc == SQLITE_OK) {
       if (err) fail("success with a message");
       if ((o.engine != 0 && o.engine != 1) || (o.readcheck != 0 && o.readcheck != 1) ||
-          (o.fullfsync != 0 && o.fullfsync != 1) || (o.small != 0 && o.small != 1))
+          (o.fullfsync != 0 && o.fullfsync != 1) || (o.small != 0 && o.small != 1) ||
+          (o.mp != 0 && o.mp != 1) || (o.rebase != 0 && o.rebase != 1))
         fail("a flag that is neither 0 nor 1");
       if (o.log_max_bytes < ((uint64_t)1 << 20) || o.log_max_bytes > ((uint64_t)1 << 40))
         fail("mw_log_max_mb out of range");
