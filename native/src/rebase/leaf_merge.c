@@ -50,7 +50,30 @@ size_t mw_leaf_merge_scratch_size(uint32_t page_size) {
   return max_rows(page_size) * (4 * sizeof(row) + sizeof(change));
 }
 
-/* Reads every row of a table leaf, in page order, checking that keys increase. */
+/* SQLite varint at p, not past end: the number of bytes, 0 when it runs past. */
+static inline uint32_t varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
+  if (p < end && p[0] < 0x80) { /* one byte: most payload sizes and small rowids */
+    *v = p[0];
+    return 1;
+  }
+  uint64_t x = 0;
+  for (uint32_t i = 0; i < 8; i++) {
+    if (p + i >= end) return 0;
+    x = (x << 7) | (p[i] & 0x7f);
+    if ((p[i] & 0x80) == 0) {
+      *v = x;
+      return i + 1;
+    }
+  }
+  if (p + 8 >= end) return 0;
+  *v = (x << 8) | p[8];
+  return 9;
+}
+
+/* Reads every row of a table leaf, in page order, checking that keys increase. The
+** commit path runs this under its stripes, three pages a merge: a row whose payload
+** stays on the page (nearly all) is read here directly, with the page's largest local
+** payload computed once; a row that spills goes through mw_btree_cell. */
 static mw_leaf_merge_result read_rows(const unsigned char *page, uint32_t pgno, uint32_t ps,
                                       uint32_t us, row *out, size_t *n) {
   mw_btree_hdr h;
@@ -58,15 +81,27 @@ static mw_leaf_merge_result read_rows(const unsigned char *page, uint32_t pgno, 
   if (rc == MW_PAGE_NOT_BTREE || (rc == MW_PAGE_OK && h.type != MW_BTREE_LEAF_TABLE))
     return MW_LEAF_NOT_TABLE_LEAF;
   if (rc != MW_PAGE_OK) return MW_LEAF_MALFORMED;
+  const uint64_t max_local = us - 35; /* a table leaf's (btree.c: maxLeaf) */
+  const unsigned char *end = page + us;
   for (uint32_t i = 0; i < h.ncell; i++) {
-    mw_cell_info c;
-    if (mw_btree_cell(page, &h, i, &c) != MW_PAGE_OK) return MW_LEAF_MALFORMED;
-    if (i > 0 && c.key <= out[i - 1].key) return MW_LEAF_MALFORMED;
-    out[i].key = c.key;
-    out[i].off = c.off;
-    out[i].size = c.size;
-    out[i].ovfl = c.ovfl;
-    out[i].from_ours = 0;
+    const unsigned char *ptr = page + h.cell_array + 2 * i;
+    uint32_t pc = ((uint32_t)ptr[0] << 8) | ptr[1];
+    uint64_t payload = 0, key = 0;
+    uint32_t a, b;
+    if (pc < h.content || pc + 4 > us) return MW_LEAF_MALFORMED;
+    if ((a = varint(page + pc, end, &payload)) == 0 || payload > 0x7fffffffu) return MW_LEAF_MALFORMED;
+    if ((b = varint(page + pc + a, end, &key)) == 0) return MW_LEAF_MALFORMED;
+    if (payload <= max_local) {
+      uint64_t size = a + b + payload;
+      if (size < 4) size = 4; /* the smallest cell SQLite writes */
+      if (pc + size > us) return MW_LEAF_MALFORMED;
+      out[i] = (row){ (int64_t)key, pc, (uint32_t)size, 0, 0 };
+    } else {
+      mw_cell_info c;
+      if (mw_btree_cell(page, &h, i, &c) != MW_PAGE_OK) return MW_LEAF_MALFORMED;
+      out[i] = (row){ c.key, c.off, c.size, c.ovfl, 0 };
+    }
+    if (i > 0 && out[i].key <= out[i - 1].key) return MW_LEAF_MALFORMED;
   }
   *n = h.ncell;
   return MW_LEAF_OK;
