@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "59683400e409c95b2c8a72e9ca15580a35b89851acf204daf14ec5b1a13d9af3",
-        "size": 1823192
+        "sha256": "92f0ebe8da51e06a17f3d036b7a63ce7ee4e13ba82cda4192f87b45ca23e5002",
+        "size": 1824152
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "a2027eada3096a77298baea162bdfe4e7a227ad6ddfa94c7651a10f68647bc7b",
-        "size": 264528
+        "sha256": "22f7af15427d45592719091577238716299026e622e4227104e8ccf4db533430",
+        "size": 265552
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "5d41d1e27b96d19859e7914bfc9c47fb080d1bc88205cbdc98c4cbc9bb62a361",
-        "size": 1765976
+        "sha256": "3a903c542a508e76fa1d207166fd376a97ce0eab036cacd8d61c6c124e3f3ff4",
+        "size": 1766664
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "7924df696b0dfb70a05ab74ee343d5e692877dd1ca811db0d791973f956a20a8",
-        "size": 256472
+        "sha256": "d9978a401859b1b39d4e0df6e4b4d6cc3a7cd073ec499264638bd844ca5d4284",
+        "size": 257128
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "784c80c3a55d292dc711e6223629d7c2a4477b1c16f2e5d986df641027a4cc35",
-        "size": 1821096
+        "sha256": "89c44e03719ec56bdce6e0ba64ac39d522c5d555d46036ca2b811c3085e98322",
+        "size": 1822056
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "e924bda0b3d48379b8c615abd57a3066f275279426da79803a83895d05cf7603",
-        "size": 263720
+        "sha256": "50bb76f370af8b36278de8ad2730f4edae8cb524e6ab7db69119aed85711dcb6",
+        "size": 264744
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "5f33d2a3a0aa2bf5d66768e3ac9eecf952ba51016d5b5fc845ede4dcd995ab98",
-        "size": 1764176
+        "sha256": "dbe0cd4e7140c00c118843953b4c69e9c0e99f92f72fb1b82f975fdff644dfa4",
+        "size": 1764864
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "63912ee05b39c7836986e1a26496cf0dda2ae4c9850b19526a4769c13dcdcaab",
-        "size": 255864
+        "sha256": "37aa7fefc5545359502bf744f6e35bd51171bb4203e2873e76ab1b6b81099cdd",
+        "size": 256536
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "dabe8fccb4dc83c9cce912fd52ca0b061538cff434e97e17e17a3b077251211d",
-        "size": 1778192
+        "sha256": "5a29335a8e3734ac53d4f2f5c1e00633731209e8a3e7208dc58dc6c5ff7e747e",
+        "size": 1778216
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "5700893ef918726188b8ca94d09dc4324285ff97fdb951cc7e2554fd0afc8ee4",
-        "size": 265066
+        "sha256": "00ee8f5f20de35f5a31ad84f7332430925f8de6c0b4d61b9be1e399aa85bda57",
+        "size": 265090
       }
     },
     "darwin-arm64": {
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "71a657388eb60473cc3c2cce9749bbf71178061f04262670513298323663652c",
+        "sha256": "d71dc3b9c632012cfea8d5ab19361b12f9adcbd652e87f07423debec0c605152",
         "size": 1866480
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "bc36cbe0dd203fb82660587d9f8152d6d0144054fab1ac6dc8db77fe34bde9e2",
+        "sha256": "8045445df580fa1541576a60db2317d7447dbfa3ce00a304a522ad14bf07a965",
         "size": 312872
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "5f6368369aa2736ed47ac4d5fb76967a46088b991100900efce88a8bb7ddb791",
-        "size": 1683968
+        "sha256": "b176db46aa88028b0d5b808214fd1c82b3504e32eca807f583fc7cac0fb81a4d",
+        "size": 1684480
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "d42cc7aea3b9763dd77c6e9f4b618c53745624ee1baed4760cfd20b1a794bc0a",
-        "size": 186368
+        "sha256": "afda494e6090b191ab2a18be085bf9e67ae8e6316f4d5f8ce74103e6f8121f6f",
+        "size": 187392
       }
     }
   }
