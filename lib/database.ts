@@ -1103,14 +1103,15 @@ export class Database {
   }
 
   /**
-   * Declares, for rebase (`rebase: true`), the rowids of the rows the transaction read:
-   * the one in progress, or the next one when none is open. Calls add up until it ends;
-   * `[]` declares that it read only rows it wrote. A transaction that declared promises
-   * that its statements read no other rows: point statements by rowid (INSERT ... VALUES,
-   * UPDATE/DELETE/SELECT ... WHERE rowid = ?), no range, scan, join, trigger or foreign-key
-   * check. Only such a transaction's commit is merged when it loses on other rows of a
-   * shared table leaf page; a wrong promise can commit write skew. Rowids are compared
-   * whatever their table (a match on another table's row only refuses the merge).
+   * Declares, for rebase (`rebase: true`), the rowids of the rows the transaction read or
+   * wrote. Call it inside the transaction, after its first statement (before, or outside
+   * a transaction, it throws); calls add up until the transaction ends. A transaction that
+   * declared promises that its statements touched no other rows: point statements by
+   * rowid (INSERT ... VALUES, UPDATE/DELETE/SELECT ... WHERE rowid = ?), no range, scan,
+   * join, trigger or foreign-key check. Only such a transaction's commit is merged when
+   * it loses on other rows of a shared table leaf page; a wrong promise can commit write
+   * skew or lose an update. Rowids are compared whatever their table (a match on another
+   * table's row only refuses the merge).
    */
   declareReads(rowids: Iterable<number | bigint>, schema = "main"): void {
     const list: bigint[] = [];
@@ -1125,6 +1126,13 @@ export class Database {
     if (rc === SQLITE_NOTFOUND) {
       throw new SQLiteError(
         `sqlite-multiwriter: declareReads(): "${schema}" does not run on the engine (opened with multiwriter: false?)`,
+        rc,
+      );
+    }
+    if (rc === SQLITE_MISUSE) {
+      throw new SQLiteError(
+        "sqlite-multiwriter: declareReads() belongs inside a transaction, after its first statement " +
+          "(the declaration covers that transaction only)",
         rc,
       );
     }

@@ -51,7 +51,7 @@ export interface DatabaseOptions {
   /**
    * Engine: a commit that lost only because others changed other rows of the table leaf
    * pages it wrote is merged instead of refused (mw_rebase), when its transaction
-   * declared the rows it read with `db.declareReads()`.
+   * declared the rows it read and wrote with `db.declareReads()`.
    */
   rebase?: boolean;
 }

@@ -1,7 +1,7 @@
 // Rebase through the package (rebase: true, db.declareReads()): a transaction that lost
 // only because another connection changed other rows of the table leaf page it wrote
-// commits, merged, when it declared its reads; it is refused as before when the same row
-// changed, a declared row changed, or it declared nothing. The engine's own tests
+// commits, merged, when it declared the rows it read and wrote; it is refused as before
+// when the same row changed, a declared row changed, or it declared nothing. The engine's own tests
 // (native/test/test_engine_rebase.c, the checker) cover the merge itself.
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -37,8 +37,8 @@ describe("rebase", () => {
     const a = new Database(path, { rebase: true });
     const b = new Database(path, { rebase: true });
     try {
-      race(a, b, "UPDATE t SET a = a + 1 WHERE id = 3", 4, []);
-      race(a, b, "INSERT INTO t VALUES(100, 5)", 6, [5n]);
+      race(a, b, "UPDATE t SET a = a + 1 WHERE id = 3", 4, [3]);
+      race(a, b, "INSERT INTO t VALUES(100, 5)", 6, [5n, 100n]);
       expect(a.stats().rebases).toBe(2);
       expect(a.stats().conflictWrite).toBe(0);
       expect(b.query("SELECT sum(a) AS s, count(*) AS n FROM t").get()).toEqual({ s: 26, n: 21 });
@@ -55,8 +55,8 @@ describe("rebase", () => {
     const b = new Database(path, { rebase: true });
     try {
       const cases: [string, number, number[] | null][] = [
-        ["UPDATE t SET a = 1 WHERE id = 3", 3, []],
-        ["UPDATE t SET a = 1 WHERE id = 3", 4, [4]],
+        ["UPDATE t SET a = 1 WHERE id = 3", 3, [3]],
+        ["UPDATE t SET a = 1 WHERE id = 3", 4, [3, 4]],
         ["UPDATE t SET a = 1 WHERE id = 5", 6, null],
       ];
       for (const [sql, row, declare] of cases) {
@@ -90,15 +90,17 @@ describe("rebase", () => {
         x.exec("BEGIN");
         x.query("SELECT a FROM t WHERE id = ?").get(1 + (round % 20));
         y.transaction(() => {
-          y.run("UPDATE t SET a = a + 1 WHERE id = ?", [1 + ((round + 7) % 20)]);
-          y.declareReads([]);
+          const row = 1 + ((round + 7) % 20);
+          y.run("UPDATE t SET a = a + 1 WHERE id = ?", [row]);
+          y.declareReads([row]);
         })();
         z.transaction(() => {
-          z.run("UPDATE t SET a = a + 1 WHERE id = ?", [1 + ((round + 13) % 20)]);
-          z.declareReads([]);
+          const row = 1 + ((round + 13) % 20);
+          z.run("UPDATE t SET a = a + 1 WHERE id = ?", [row]);
+          z.declareReads([row]);
         })();
         x.run("UPDATE t SET a = a + 1 WHERE id = ?", [1 + (round % 20)]);
-        x.declareReads([]);
+        x.declareReads([1 + (round % 20)]);
         x.exec("COMMIT");
         committed += 3;
       }
@@ -109,10 +111,28 @@ describe("rebase", () => {
     }
   });
 
-  it("declareReads: bad input and a database without the engine", () => {
+  it("declareReads: only inside a transaction; bad input; a database without the engine", () => {
     const path = setup();
     const a = new Database(path, { rebase: true });
     try {
+      expect(() => a.declareReads([1])).toThrow(/declareReads\(\) belongs inside a transaction/);
+      a.exec("BEGIN");
+      expect(() => a.declareReads([1])).toThrow(/after its first statement/);
+      a.query("SELECT a FROM t WHERE id = 1").get();
+      a.declareReads([1]);
+      // A transaction that declared and rolled back covers nothing after it.
+      a.exec("ROLLBACK");
+      const b = new Database(path, { rebase: true });
+      try {
+        a.exec("BEGIN");
+        a.query("SELECT a FROM t WHERE id = 20").get();
+        b.run("UPDATE t SET a = 9 WHERE id = 2");
+        a.run("UPDATE t SET a = 1 WHERE id = 1");
+        expect(() => a.exec("COMMIT")).toThrow(SQLiteError);
+        expect(a.stats().rebases).toBe(0);
+      } finally {
+        b.close();
+      }
       expect(() => a.declareReads([1.5])).toThrow(/declareReads\(\) takes integer rowids, got/);
       expect(() => a.declareReads(["1" as unknown as number])).toThrow(TypeError);
       expect(() => a.declareReads([2n ** 64n])).toThrow(TypeError);
@@ -122,6 +142,7 @@ describe("rebase", () => {
     expect(() => a.declareReads([])).toThrow();
     const stock = new Database(join(tempDir(), "s.db"), { multiwriter: false });
     try {
+      stock.exec("CREATE TABLE x(y); BEGIN; SELECT * FROM x");
       expect(() => stock.declareReads([])).toThrow(/does not run on the engine/);
     } finally {
       stock.close();

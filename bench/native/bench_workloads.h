@@ -166,8 +166,10 @@ typedef struct {
   int a, b;      /* the rows / accounts of the current transaction */
   int64_t amount;
   char text[72]; /* the 64-character bulk text */
-  int declare;   /* mw_rebase=1: declare the rows read before COMMIT (every workload
-                    reads only rows it writes: the declaration lists none) */
+  int declare;   /* mw_rebase=1: declare the rows touched before COMMIT (every workload
+                    touches only rows it writes, by key) */
+  int64_t touched[BULK_ROWS]; /* their rowids, this transaction */
+  int ntouched;
 } wctx_t;
 
 static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
@@ -254,11 +256,18 @@ static int update_one(sqlite3 *db, sqlite3_stmt *st) {
   return rc;
 }
 
-/* COMMIT, after the declaration of a rebasing writer: its statements are point
-** statements whose only reads are the rows they write, so no rowids are listed. */
+/* The rowid of ct's row r<k>: schema_create inserts r0, r1, ... in order. */
+static int64_t ct_rowid(int k) { return (int64_t)k + 1; }
+
+static void touch(wctx_t *c, int64_t rowid) {
+  if (c->ntouched < BULK_ROWS) c->touched[c->ntouched++] = rowid;
+}
+
+/* COMMIT, after the declaration of a rebasing writer: the rows its point statements
+** read and wrote. */
 static int commit_tx(wctx_t *c) {
   if (c->declare) {
-    int rc = mw_rebase_rows_declare(c->db, 0, 0, 0);
+    int rc = mw_rebase_rows_declare(c->db, 0, c->touched, c->ntouched);
     if (rc != SQLITE_OK) return rc;
   }
   return run_stmt(c->db, c->commit);
@@ -269,6 +278,7 @@ static int commit_tx(wctx_t *c) {
 static int wl_attempt(wctx_t *c) {
   sqlite3 *db = c->db;
   int rc = SQLITE_OK;
+  c->ntouched = 0;
   switch (c->wl) {
     case WL_BULK:
       rc = run_stmt(db, c->begin);
@@ -279,21 +289,26 @@ static int wl_attempt(wctx_t *c) {
         c->text[64] = 0;
         sqlite3_bind_int64(c->s1, 1, key);
         sqlite3_bind_text(c->s1, 2, c->text, 64, SQLITE_STATIC);
+        touch(c, key);
         rc = run_stmt(db, c->s1);
       }
       if (rc == SQLITE_OK) rc = commit_tx(c);
       break;
     case WL_SAMEPAGE:
     case WL_HOT:
-      /* One autocommit statement: a declaration made outside a transaction covers
-      ** the next one. */
-      if (c->declare) rc = mw_rebase_rows_declare(db, 0, 0, 0);
+      /* One statement, in autocommit mode; a rebasing writer runs it in a transaction
+      ** (a declaration belongs between BEGIN and COMMIT). */
+      if (c->declare) rc = run_stmt(db, c->begin);
       bind_row(c->s1, c->a);
+      touch(c, ct_rowid(c->a));
       if (rc == SQLITE_OK) rc = update_one(db, c->s1);
+      if (rc == SQLITE_OK && c->declare) rc = commit_tx(c);
       break;
     case WL_TRANSFER: {
       int64_t ba = 0, bb = 0;
       rc = run_stmt(db, c->begin);
+      touch(c, c->a); /* acct's id is its rowid */
+      touch(c, c->b);
       sqlite3_bind_int(c->s1, 1, c->a);
       if (rc == SQLITE_OK) rc = query_one(db, c->s1, &ba);
       sqlite3_bind_int(c->s1, 1, c->b);
@@ -312,6 +327,7 @@ static int wl_attempt(wctx_t *c) {
     case WL_SLOW: {
       int64_t a = 0;
       rc = run_stmt(db, c->begin);
+      touch(c, ct_rowid(c->a));
       bind_row(c->s1, c->a);
       if (rc == SQLITE_OK) rc = query_one(db, c->s1, &a);
       if (rc == SQLITE_OK) sleep_ns(SLOW_WORK_NS); /* the application's work */

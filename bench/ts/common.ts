@@ -263,10 +263,15 @@ export class Writer {
     const one = (stmt: Statement, ...args: (string | number)[]) => {
       if (stmt.run(...args).changes !== 1) throw new Error(`${stmt.source}: no row changed`);
     };
-    // mwr (rebase): every workload's statements are point statements whose only reads are
-    // the rows they write, so a transaction declares no rows beyond those.
+    // mwr (rebase): every workload's statements are point statements on rows it writes; a
+    // transaction declares their rowids (ct's r<k> has rowid k + 1: createSchema inserts
+    // them in order; acct's id is its rowid) before its COMMIT.
     const engineDb = db instanceof Database ? db : null;
-    const declare = cfg.variant === "mwr" && engineDb ? () => engineDb.declareReads([]) : () => {};
+    const rebase = cfg.variant === "mwr" && engineDb !== null;
+    const declare = (...rowids: number[]) => {
+      if (rebase) engineDb.declareReads(rowids);
+    };
+    const ctRowid = (id: string) => Number(id.slice(1)) + 1;
     switch (cfg.workload) {
       case "bulk": {
         const ins = db.prepare("INSERT INTO bk(id, v) VALUES(?1, ?2)");
@@ -276,7 +281,7 @@ export class Writer {
               .slice(0, 64);
             ins.run(w4 + seq * BULK_ROWS + i, text);
           }
-          declare();
+          if (rebase) declare(...Array.from({ length: BULK_ROWS }, (_, i) => w4 + seq * BULK_ROWS + i));
         })[begin];
         this.#one = () => this.#tx(() => tx(this.#seq));
         break;
@@ -285,19 +290,16 @@ export class Writer {
       case "hot": {
         const up = db.prepare("UPDATE ct SET a = a + 1 WHERE id = ?1");
         const own = `r${w}`;
-        this.#one = cfg.workload === "hot"
-          ? () => {
-            const id = `r${rand(HOT_ROWS)}`;
-            this.#auto(() => {
-              declare(); // before an autocommit statement: it covers the statement's transaction
-              one(up, id);
-            });
-          }
-          : () =>
-            this.#auto(() => {
-              declare();
-              one(up, own);
-            });
+        // One statement in autocommit mode; mwr runs it in a transaction, to declare its row.
+        const inTx = rebase
+          ? db.transaction((id: string) => {
+            one(up, id);
+            declare(ctRowid(id));
+          })[begin]
+          : null;
+        // transaction() retries, counted as #tx counts them; a plain statement, by #auto.
+        const update = (id: string) => (inTx ? this.#tx(() => inTx(id)) : this.#auto(() => one(up, id)));
+        this.#one = cfg.workload === "hot" ? () => update(`r${rand(HOT_ROWS)}`) : () => update(own);
         break;
       }
       case "transfer": {
@@ -310,7 +312,7 @@ export class Writer {
           // Values computed from what was read: a lost update changes the sum.
           one(up, a, ba - amt);
           one(up, b, bb + amt);
-          declare();
+          declare(a, b);
         })[begin];
         this.#one = () => {
           const a = 1 + rand(NACCT);
@@ -329,7 +331,7 @@ export class Writer {
           const a = Number(sel.values(own)[0][0]);
           sleepMs(SLOW_WORK_MS); // the application's work
           one(up, own, a + 1);
-          declare();
+          declare(ctRowid(own));
         })[begin];
         this.#one = () => this.#tx(tx);
         break;

@@ -95,12 +95,13 @@ enum mw_stat {
 struct sqlite3;
 
 /* File control opcode (mw_rebase=1): pArg is an mw_rebase_rows. Declares the rowids
-** of rows the transaction read, for the transaction in progress (or the next one
-** when none is open); calls add up until the transaction ends. A transaction that
-** declared (even n = 0) promises that its statements read no rows other than those
-** and the rows they changed: point statements by rowid, no range, scan, trigger or
-** foreign-key check. Only such a transaction's commit is rebased when it loses on a
-** table leaf page whose other rows changed. Rowids are compared whatever the table. */
+** of the rows the transaction read or wrote, inside an explicit transaction after its
+** first statement (SQLITE_MISUSE before: the declaration covers the snapshot in
+** progress and ends with it); calls add up. A transaction that declared promises that
+** its statements touched no rows other than those: point statements by rowid, no
+** range, scan, trigger or foreign-key check. Only such a transaction's commit is
+** rebased when it loses on a table leaf page whose other rows changed, and only when
+** every page it writes is a b-tree leaf. Rowids are compared whatever the table. */
 typedef struct mw_rebase_rows {
   int n;
   const int64_t *rowids;

@@ -524,7 +524,8 @@ struct mw_lane {
   ** a rebased commit, after which its snapshot may neither read nor commit. */
   int64_t *rb_rows;
   int rb_n, rb_cap, rb_sorted;
-  int rb_declared;             /* the transaction declared its reads */
+  int rb_declared;             /* the transaction declared the rows it touched */
+  int rb_failed;               /* a declaration could not be recorded: no rebase */
   uint64_t rebase_epoch;
   int counted;                 /* counted in db->active */
   int heat;                    /* recent refusal rate, 0..MW_HEAT_MAX (commit.c
@@ -581,8 +582,8 @@ int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
 const unsigned char *mw_snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf, int *rc);
 
 /* rebase.c (engine.md section 9). */
-/* MW_FCNTL_REBASE_ROWS: adds rowids to the rows the transaction read (the one in
-** progress, or the next one), and marks its reads declared. */
+/* MW_FCNTL_REBASE_ROWS: adds rowids to the rows the transaction read or wrote, and
+** marks them declared. SQLITE_MISUSE outside a snapshot. */
 int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n);
 /* At a snapshot's end: the declaration covered that transaction only. */
 void mw_rebase_forget(mw_lane *l);
@@ -590,6 +591,9 @@ void mw_rebase_forget(mw_lane *l);
 ** reads declared, the snapshot's first commit, no write of page 1 (no growth), one
 ** process, a page that existed at the snapshot. */
 int mw_rebase_candidate(const mw_lane *l, uint32_t pgno, int writes_page1);
+/* 1 when every page of the write set (wp, img) is a b-tree leaf other than page 1: no
+** rebalance (interior pages), no overflow or pointer-map page. */
+int mw_rebase_write_set_ok(const uint32_t *wp, unsigned char *const *img, int nw);
 /* Merges the newest version of pgno (its chain c; the caller holds its stripe) into
 ** img, the commit's image. SQLITE_OK with *pMerged 1 (img rewritten) or 0 (refused,
 ** counted; img untouched), or an error. */

@@ -1,13 +1,16 @@
 /* Rebase (mw_rebase=1, engine.md section 9, native/src/rebase): a commit that lost
 ** only because others changed other rows of the same table leaf pages is published
-** with its rows merged into the newest pages, when it declared the rows it read
-** (MW_FCNTL_REBASE_ROWS). Checked here:
+** with its rows merged into the newest pages, when it declared the rows it read and
+** wrote (MW_FCNTL_REBASE_ROWS). Checked here:
 **   - two updates of different rows of one leaf both commit, the second rebased, and
 **     the page holds both (integrity through the engine and stock SQLite after);
 **   - inserts and a delete merge the same way;
-**   - refused as before: the same row changed on both sides; a declared read row
-**     changed; no declaration; mw_rebase=0; a write of page 1 (the table grew a page);
-**     an index leaf both sides changed; a row with overflow pages;
+**   - refused as before: the same row changed on both sides; a declared row changed
+**     (read, or written with the value it had); no declaration; mw_rebase=0; a write of
+**     page 1 (the table grew a page); an index leaf both sides changed; a row with
+**     overflow pages; a rebalance (an interior page written: the leaves' key ranges
+**     moved, and a merge would put the other side's row outside its leaf's range);
+**   - a declaration is refused outside a transaction's snapshot, and ends with it;
 **   - the rebased snapshot may not read through the engine or commit again, and the
 **     next transaction sees the merged page;
 **   - a storm: 8 threads add to counters in rows of one page (declared, so most
@@ -37,8 +40,9 @@ static void reset_table(void) {
 }
 
 /* a and b each run one statement in a transaction opened at the same snapshot; b
-** commits first. a declares the rows ra[0..na-1] and row 20, which it reads to start
-** its snapshot (na < 0: no declaration). Returns a's COMMIT result. */
+** commits first. a declares the rows ra[0..na-1] (those its statement read or wrote)
+** and row 20, which it reads to start its snapshot (na < 0: no declaration). Returns
+** a's COMMIT result. */
 static int race(sqlite3 *a, const char *sa, const int64_t *ra, int na, sqlite3 *b,
                 const char *sb) {
   tu_exec(a, "BEGIN");
@@ -59,8 +63,8 @@ static int race(sqlite3 *a, const char *sa, const int64_t *ra, int na, sqlite3 *
 static void merges(void) {
   reset_table();
   sqlite3 *a = tu_open(path, on), *b = tu_open(path, on);
-  /* The reads are the statements' own rows: no declared rows beyond them. */
-  CHECK_RC(race(a, "UPDATE t SET a = a + 1 WHERE id = 3", 0, 0, b,
+  const int64_t r1 = 1, r3 = 3;
+  CHECK_RC(race(a, "UPDATE t SET a = a + 1 WHERE id = 3", &r3, 1, b,
                 "UPDATE t SET a = a + 10 WHERE id = 4"), SQLITE_OK);
   CHECK(tu_stat(a, MW_STAT_REBASES) == 1);
   CHECK(tu_stat(a, MW_STAT_CONFLICT_WRITE) == 0);
@@ -70,12 +74,12 @@ static void merges(void) {
 
   /* An insert against an update, then an insert against an insert, a delete
   ** against an update; the read row (5) did not change on the other side. */
-  int64_t r5 = 5;
-  CHECK_RC(race(a, "INSERT INTO t VALUES(100, 7, 'x')", &r5, 1, b,
+  const int64_t r5_100[] = { 5, 100 }, r101 = 101;
+  CHECK_RC(race(a, "INSERT INTO t VALUES(100, 7, 'x')", r5_100, 2, b,
                 "UPDATE t SET a = a + 100 WHERE id = 6"), SQLITE_OK);
-  CHECK_RC(race(a, "INSERT INTO t VALUES(101, 8, 'y')", 0, 0, b,
+  CHECK_RC(race(a, "INSERT INTO t VALUES(101, 8, 'y')", &r101, 1, b,
                 "INSERT INTO t VALUES(102, 9, 'z')"), SQLITE_OK);
-  CHECK_RC(race(a, "DELETE FROM t WHERE id = 1", 0, 0, b,
+  CHECK_RC(race(a, "DELETE FROM t WHERE id = 1", &r1, 1, b,
                 "UPDATE t SET a = a + 1000 WHERE id = 2"), SQLITE_OK);
   CHECK(tu_stat(a, MW_STAT_REBASES) == 4);
   CHECK(tu_int(b, "SELECT count(*) FROM t") == 22);
@@ -97,23 +101,63 @@ static void merges(void) {
   }
 }
 
-/* A declaration made before the transaction, on a connection whose SQLite kept its
-** cache (a read-only transaction before, lane.c "warm transactions"): its next
-** snapshot goes cold, and SQLite lets the first lock go unread and locks again. The
-** declaration covers the transaction all the same. */
-static void declared_early(void) {
+/* A declaration belongs inside the transaction's snapshot and ends with it: refused
+** outside a transaction and before its first statement; one made in a transaction
+** that rolled back does not cover the next. */
+static void declaration_scope(void) {
   reset_table();
   sqlite3 *a = tu_open(path, on), *b = tu_open(path, on);
-  CHECK(tu_int(a, "SELECT a FROM t WHERE id = 16") == 0); /* read-only: a stays warm */
-  tu_exec(b, "UPDATE t SET a = 1 WHERE id = 16");          /* a's next snapshot moved */
-  declare(a, 0, 0);
+  const int64_t r17 = 17;
+  CHECK_RC(mw_rebase_rows_declare(a, 0, &r17, 1), SQLITE_MISUSE);
+  tu_exec(a, "BEGIN");
+  CHECK_RC(mw_rebase_rows_declare(a, 0, &r17, 1), SQLITE_MISUSE); /* no snapshot yet */
+  CHECK(tu_int(a, "SELECT a FROM t WHERE id = 17") == 0);
+  declare(a, &r17, 1);
+  tu_exec(a, "ROLLBACK");
+  /* The next transaction declares nothing: its conflict is refused. */
   tu_exec(a, "BEGIN");
   CHECK(tu_int(a, "SELECT a FROM t WHERE id = 17") == 0);
   tu_exec(b, "UPDATE t SET a = 1 WHERE id = 18");
   tu_exec(a, "UPDATE t SET a = a + 1 WHERE id = 17");
-  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_OK);
-  CHECK(tu_stat(a, MW_STAT_REBASES) == 1);
-  CHECK(tu_int(a, "SELECT sum(a) FROM t") == 3);
+  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
+  CHECK(tu_stat(a, MW_STAT_REBASES) == 0);
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+}
+
+/* A rebalance: a's insert of a large row into a full leaf moves rows into its siblings
+** and rewrites their dividers in the parent, with no new page (page 1 unchanged); b
+** meanwhile inserts a row at the top of that leaf's old range. Merging the leaf would
+** keep b's row under a divider that now ends below it (integrity_check fails, the row
+** cannot be found): refused, since the commit writes an interior page. */
+static void rebalance(void) {
+  sqlite3 *s = tu_open(path, "");
+  tu_exec(s, "DROP TABLE IF EXISTS big");
+  tu_exec(s, "CREATE TABLE big(id INTEGER PRIMARY KEY, pad TEXT)");
+  /* Appended in order: full leaves of about 19 rows of 200 bytes. */
+  tu_exec(s, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<100) "
+             "INSERT INTO big SELECT i * 10, printf('%.200c', 'b') FROM n");
+  /* Room in the later leaves: every other row of the middle gone. */
+  tu_exec(s, "DELETE FROM big WHERE id > 200 AND id < 800 AND id % 20 = 0");
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  sqlite3 *a = tu_open(path, on), *b = tu_open(path, on);
+  int64_t pages = tu_int(a, "PRAGMA page_count");
+  const int64_t r15 = 15;
+  tu_exec(a, "BEGIN");
+  tu_exec(b, "BEGIN");
+  CHECK(tu_int(a, "SELECT id FROM big WHERE id = 10") == 10);
+  CHECK(tu_int(b, "SELECT id FROM big WHERE id = 10") == 10);
+  tu_exec(a, "INSERT INTO big VALUES(15, printf('%.1500c', 'x'))");
+  tu_exec(b, "INSERT INTO big VALUES(185, 'theirs')");
+  declare(a, &r15, 1);
+  CHECK_RC(tu_try(b, "COMMIT"), SQLITE_OK);
+  int rc = tu_try(a, "COMMIT");
+  int64_t after = tu_int(b, "PRAGMA page_count");
+  printf("test_engine_rebase: rebalance: %lld pages before, %lld after, commit %d\n",
+         (long long)pages, (long long)after, rc);
+  CHECK_RC(rc, SQLITE_BUSY_SNAPSHOT);
+  CHECK(tu_integrity_ok(b));
+  CHECK(tu_int(b, "SELECT count(*) FROM big WHERE id = 185") == 1);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 }
@@ -121,30 +165,46 @@ static void declared_early(void) {
 static void refusals(void) {
   reset_table();
   sqlite3 *a = tu_open(path, on), *b = tu_open(path, on);
+  const int64_t r3 = 3, r3_4[] = { 3, 4 }, r5 = 5, r7 = 7, r9 = 9, r11 = 11, r12 = 12;
   /* The same row on both sides. */
-  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 3", 0, 0, b, "UPDATE t SET a = 2 WHERE id = 3"),
+  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 3", &r3, 1, b, "UPDATE t SET a = 2 WHERE id = 3"),
            SQLITE_BUSY_SNAPSHOT);
   CHECK(tu_stat(a, MW_STAT_REBASE_REFUSED) == 1);
   /* A declared read of row 4, which the other side changed. */
-  int64_t r4 = 4;
-  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 3", &r4, 1, b, "UPDATE t SET a = 3 WHERE id = 4"),
+  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 3", r3_4, 2, b, "UPDATE t SET a = 3 WHERE id = 4"),
            SQLITE_BUSY_SNAPSHOT);
   CHECK(tu_stat(a, MW_STAT_REBASE_REFUSED) == 2);
+  /* A write of the value row 12 already had (its cell bytes stay as they were), while
+  ** the other side changed row 12: the declaration names it, so it is refused (merged,
+  ** the other side's value would win, against the serial order). */
+  CHECK(tu_int(a, "SELECT a FROM t WHERE id = 12") == 0);
+  const int64_t r5_12[] = { 5, 12 };
+  tu_exec(a, "BEGIN");
+  tu_exec(b, "BEGIN");
+  CHECK(tu_int(a, "SELECT id FROM t WHERE id = 20") == 20);
+  CHECK(tu_int(b, "SELECT id FROM t WHERE id = 20") == 20);
+  tu_exec(a, "UPDATE t SET a = 0 WHERE id = 12");
+  tu_exec(a, "UPDATE t SET a = 55 WHERE id = 5");
+  tu_exec(b, "UPDATE t SET a = 66 WHERE id = 12");
+  declare(a, r5_12, 2);
+  CHECK_RC(tu_try(b, "COMMIT"), SQLITE_OK);
+  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
+  CHECK(tu_stat(a, MW_STAT_REBASE_REFUSED) == 3);
   /* No declaration: refused as without rebase, before any merge. */
-  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 5", 0, -1, b, "UPDATE t SET a = 3 WHERE id = 6"),
+  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 5", &r5, -1, b, "UPDATE t SET a = 3 WHERE id = 6"),
            SQLITE_BUSY_SNAPSHOT);
-  CHECK(tu_stat(a, MW_STAT_REBASE_REFUSED) == 2);
+  CHECK(tu_stat(a, MW_STAT_REBASE_REFUSED) == 3);
   /* An index leaf that both sides changed (rows 7 and 8 of ix, both indexed). */
-  CHECK_RC(race(a, "UPDATE ix SET k = 70 WHERE id = 7", 0, 0, b, "UPDATE ix SET k = 80 WHERE id = 8"),
+  CHECK_RC(race(a, "UPDATE ix SET k = 70 WHERE id = 7", &r7, 1, b, "UPDATE ix SET k = 80 WHERE id = 8"),
            SQLITE_BUSY_SNAPSHOT);
   /* A row with overflow pages (it needs new pages: page 1 is written too). */
-  CHECK_RC(race(a, "UPDATE t SET pad = printf('%.9000c', 'o') WHERE id = 9", 0, 0, b,
+  CHECK_RC(race(a, "UPDATE t SET pad = printf('%.9000c', 'o') WHERE id = 9", &r9, 1, b,
                 "UPDATE t SET a = 3 WHERE id = 10"), SQLITE_BUSY_SNAPSHOT);
   CHECK(tu_stat(a, MW_STAT_REBASES) == 0);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   /* mw_rebase=0 (the default): refused with the declaration. */
   a = tu_open(path, "");
-  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 11", 0, 0, b, "UPDATE t SET a = 3 WHERE id = 12"),
+  CHECK_RC(race(a, "UPDATE t SET a = 1 WHERE id = 11", &r11, 1, b, "UPDATE t SET a = 3 WHERE id = 12"),
            SQLITE_BUSY_SNAPSHOT);
   CHECK(tu_stat(a, MW_STAT_REBASES) == 0);
   CHECK(tu_integrity_ok(a));
@@ -152,24 +212,29 @@ static void refusals(void) {
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 }
 
-/* A read statement keeps the snapshot open across a rebased autocommit write: the
-** snapshot may not read through the engine or commit again; the next one sees the
-** merged page. */
+/* A read statement keeps the snapshot open across a rebased transaction: the snapshot
+** may not read through the engine or commit again; the next one sees the merged page. */
 static void held_snapshot(void) {
   reset_table();
   sqlite3 *a = tu_open(path, on), *b = tu_open(path, on);
+  const int64_t r13 = 13, r15 = 15;
   sqlite3_stmt *hold = 0;
   CHECK_RC(sqlite3_prepare_v2(a, "SELECT id FROM ix", -1, &hold, 0), SQLITE_OK);
   CHECK_RC(sqlite3_step(hold), SQLITE_ROW);
   tu_exec(b, "UPDATE t SET a = 5 WHERE id = 14");
-  declare(a, 0, 0);
-  CHECK_RC(tu_try(a, "UPDATE t SET a = 4 WHERE id = 13"), SQLITE_OK);
+  tu_exec(a, "BEGIN");
+  tu_exec(a, "UPDATE t SET a = 4 WHERE id = 13");
+  declare(a, &r13, 1);
+  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_OK);
   CHECK(tu_stat(a, MW_STAT_REBASES) == 1);
   /* A page this snapshot never read (other's) would come from the engine: refused. */
   CHECK_RC(tu_try(a, "SELECT x FROM other"), SQLITE_BUSY_SNAPSHOT);
   /* Commit again in the same snapshot: refused. */
-  declare(a, 0, 0);
-  CHECK_RC(tu_try(a, "UPDATE t SET a = 6 WHERE id = 15"), SQLITE_BUSY_SNAPSHOT);
+  tu_exec(a, "BEGIN");
+  tu_exec(a, "UPDATE t SET a = 6 WHERE id = 15");
+  declare(a, &r15, 1);
+  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
+  if (!sqlite3_get_autocommit(a)) tu_exec(a, "ROLLBACK");
   /* The snapshot ends; the next one reads the merged page. */
   sqlite3_reset(hold);
   sqlite3_finalize(hold);
@@ -198,9 +263,6 @@ static void *storm_run(void *arg) {
   for (int n = 0; n < 300; n++) {
     seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
     int64_t row = 1 + (int64_t)(seed % STORM_ROWS);
-    /* Odd threads declare before the transaction: the declaration must outlast the
-    ** cold start, where SQLite lets its first snapshot go unread and locks again. */
-    if (w->id % 2) declare(db, 0, 0);
     tu_exec(db, "BEGIN");
     sqlite3_bind_int64(up, 1, row);
     int rc = sqlite3_step(up);
@@ -210,7 +272,7 @@ static void *storm_run(void *arg) {
       w->refused++;
       continue;
     }
-    if (w->id % 2 == 0) declare(db, 0, 0);
+    declare(db, &row, 1);
     rc = tu_try(db, "COMMIT");
     if (rc == SQLITE_OK) {
       w->commits++;
@@ -235,7 +297,7 @@ static void storm(void) {
   int64_t rebases = 0;
   for (int i = 0; i < STORM_THREADS; i++) {
     commits += w[i].commits, refused += w[i].refused, rebases += w[i].rebases;
-    CHECK(w[i].rebases > 0); /* those that declared early too */
+    CHECK(w[i].rebases > 0);
   }
   sqlite3 *db = tu_open(path, "");
   int64_t sum = tu_int(db, "SELECT sum(a) FROM t");
@@ -250,8 +312,9 @@ static void storm(void) {
 int main(void) {
   path = tu_db_path("rebase", "r.db");
   merges();
-  declared_early();
+  declaration_scope();
   refusals();
+  rebalance();
   held_snapshot();
   storm();
   tu_rmdir();

@@ -121,8 +121,8 @@ static int differs(const rows *a, const rows *b, int k) {
 }
 
 int main(void) {
-  const char *p_base = strdup(file_in("base.db")), *p_ours = strdup(file_in("ours.db"));
-  const char *p_theirs = strdup(file_in("theirs.db")), *p_out = strdup(file_in("out.db"));
+  char *p_base = strdup(file_in("base.db")), *p_ours = strdup(file_in("ours.db"));
+  char *p_theirs = strdup(file_in("theirs.db")), *p_out = strdup(file_in("out.db"));
   size_t scratch_size = mw_leaf_merge_scratch_size(PS);
   void *scratch = malloc(scratch_size);
   unsigned char base[PS], ours[PS], theirs[PS], out[PS];
@@ -228,6 +228,21 @@ int main(void) {
         MW_LEAF_EMPTY);
   CHECK(nc == 1);
 
+  /* More changes than a page has cells: ours deletes each of 480 tiny rows and inserts
+  ** 480 others (960 changes; a 4 KiB page holds at most 682 cells). The scratch must
+  ** hold them all (under ASan an overrun is a report). */
+  three(paths,
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<480) "
+        "INSERT INTO t SELECT i * 2, NULL FROM n",
+        "DELETE FROM t; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<480) "
+        "INSERT INTO t SELECT i * 2 - 1, NULL FROM n",
+        "UPDATE t SET v = 'x' WHERE id = 2000", pages);
+  CHECK(base[0] == 13 && ours[0] == 13);
+  CHECK(mw_merge_table_leaf(base, ours, theirs, 2, PS, PS, 0, 0, out, scratch, scratch_size, &nc) ==
+        MW_LEAF_OK);
+  CHECK(nc == 960);
+
   /* Refused, never trusted: not a table leaf, a cell pointer out of the page, keys out of
   ** order, page 1, a short scratch. */
   memcpy(out, base, PS);
@@ -251,6 +266,10 @@ int main(void) {
   CHECK(mw_merge_table_leaf(base, base, base, 2, PS, PS, 0, 0, out, scratch, scratch_size - 1, &ch) ==
         MW_LEAF_BAD_ARGS);
   free(scratch);
+  free(p_base);
+  free(p_ours);
+  free(p_theirs);
+  free(p_out);
   tu_rmdir();
   printf("test_rebase_leaf: ok\n");
   return 0;

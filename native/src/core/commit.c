@@ -411,6 +411,11 @@ static void validate_writes(commit *c, int *pGrowth) {
 ** copies: a refusal leaves nothing published. */
 static int validate_rebase(commit *c) {
   mw_lane *l = c->l;
+  if (c->nrebase > 0 && !mw_rebase_write_set_ok(c->wp, c->img, c->nw)) {
+    l->stats[MW_STAT_REBASE_REFUSED]++;
+    c->conflict = MW_STAT_CONFLICT_WRITE;
+    return SQLITE_OK;
+  }
   for (int k = 0; k < c->nrebase; k++) {
     int i = c->rebase[k], merged = 0;
     mw_chain *ch = mw_store_chain_locked(&l->db->store, c->wp[i]);

@@ -46,8 +46,9 @@ const char *mw_leaf_merge_result_name(int result) {
 static size_t max_rows(uint32_t page_size) { return (page_size - 8) / 6 + 1; }
 
 size_t mw_leaf_merge_scratch_size(uint32_t page_size) {
-  /* rows of base, ours, theirs and the merged page; ours' changes */
-  return max_rows(page_size) * (4 * sizeof(row) + sizeof(change));
+  /* rows of base, ours, theirs and the merged page; ours' changes, up to one for each
+  ** row of base (deleted) and one for each row of ours (inserted) */
+  return max_rows(page_size) * (4 * sizeof(row) + 2 * sizeof(change));
 }
 
 /* SQLite varint at p, not past end: the number of bytes, 0 when it runs past. */
@@ -193,6 +194,7 @@ mw_leaf_merge_result mw_merge_table_leaf(const unsigned char *base, const unsign
   uint64_t bytes = 8;
   j = 0;
   while (j < nt || k < nco) {
+    if (nm == cap) return MW_LEAF_DOES_NOT_FIT; /* more cells than any page holds */
     if (k == nco || (j < nt && rt[j].key < co[k].key)) {
       rm[nm] = rt[j++];
     } else {

@@ -4,15 +4,19 @@
 ** existed at the snapshot and the transaction may be rebased.
 **
 ** A page image does not show which rows a transaction read: SQLite reads a whole
-** page to find one row. So a rebase needs the transaction's word for it. The
-** caller (the package's binding, or a C program) declares the rowids of every row
-** its statements read (MW_FCNTL_REBASE_ROWS) and promises that its statements read
-** no other rows: point statements by rowid, no range or scan, no trigger, no
-** foreign key check. Without a declaration nothing is rebased. With one, a conflict
-** on a table leaf page is merged row by row (leaf_merge.c): refused when a row
-** both sides changed, or a row declared read changed since the snapshot. Every
-** other page the transaction read or wrote is validated as before, so reads of
-** other pages (an index, an interior page) need no declaration.
+** page to find one row. Nor every row it wrote: a write of the value a row already
+** had leaves the page's bytes as they were. So a rebase needs the transaction's word
+** for it. The caller (the package's binding, or a C program), inside the transaction,
+** declares the rowids of every row its statements read or wrote (MW_FCNTL_REBASE_ROWS)
+** and promises that they touched no other rows: point statements by rowid, no range
+** or scan, no trigger, no foreign key check. Without a declaration nothing is
+** rebased. With one, a conflict on a table leaf page is merged row by row
+** (leaf_merge.c): refused when a row both sides changed, or a declared row changed
+** since the snapshot. Only when every page the commit writes is a b-tree leaf: an
+** interior page written means a rebalance moved rows between leaves, whose key
+** ranges the merge would then break; an overflow or pointer-map page, a change the
+** leaves do not show. Every other page the transaction read or wrote is validated as
+** before, so reads of other pages (an index, an interior page) need no declaration.
 **
 ** After a rebased commit, the connection's SQLite holds its own version of the
 ** merged pages, not the published one. So its snapshot may neither read through
@@ -26,17 +30,32 @@
 #include "engine.h"
 #include "rebase.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n) {
   if (n < 0 || (n > 0 && rowids == 0)) return SQLITE_MISUSE;
+  /* Only inside the transaction's snapshot: a declaration made before it could outlive a
+  ** transaction that never read (BEGIN, then ROLLBACK) and cover the next one. */
+  if (!l->in_snap) {
+    sqlite3_log(SQLITE_MISUSE, "multiwriter: rows declared outside a transaction on %s: declare "
+                "them inside it, after its first statement", l->db->path);
+    return SQLITE_MISUSE;
+  }
+  if (n > INT_MAX / 2 - l->rb_n) {
+    l->rb_failed = 1;
+    return SQLITE_TOOBIG;
+  }
   if (l->rb_n + n > l->rb_cap) {
     int cap = l->rb_cap ? l->rb_cap : 16;
     while (cap < l->rb_n + n) cap *= 2;
     int64_t *r = realloc(l->rb_rows, (size_t)cap * sizeof(int64_t));
-    if (r == 0) return SQLITE_NOMEM; /* the earlier declaration stands, incomplete: */
-    l->rb_rows = r;                  /* nothing is rebased (rb_declared stays 0) */
+    if (r == 0) {
+      l->rb_failed = 1; /* the declaration is incomplete: nothing is rebased */
+      return SQLITE_NOMEM;
+    }
+    l->rb_rows = r;
     l->rb_cap = cap;
   }
   if (n > 0) memcpy(l->rb_rows + l->rb_n, rowids, (size_t)n * sizeof(int64_t));
@@ -49,6 +68,7 @@ int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n) {
 void mw_rebase_forget(mw_lane *l) {
   l->rb_n = 0;
   l->rb_declared = 0;
+  l->rb_failed = 0;
   if (l->rb_cap > 4096) {
     free(l->rb_rows);
     l->rb_rows = 0;
@@ -57,8 +77,14 @@ void mw_rebase_forget(mw_lane *l) {
 }
 
 int mw_rebase_candidate(const mw_lane *l, uint32_t pgno, int writes_page1) {
-  return l->rebase && l->rb_declared && l->nown == 0 && !writes_page1 && !l->db->mp &&
-         pgno > 1 && pgno <= l->snap_size;
+  return l->rebase && l->rb_declared && !l->rb_failed && l->nown == 0 && !writes_page1 &&
+         !l->db->mp && pgno > 1 && pgno <= l->snap_size;
+}
+
+int mw_rebase_write_set_ok(const uint32_t *wp, unsigned char *const *img, int nw) {
+  for (int i = 0; i < nw; i++)
+    if (wp[i] == 1 || (img[i][0] != 10 && img[i][0] != 13)) return 0;
+  return 1;
 }
 
 static int cmp_i64(const void *a, const void *b) {

@@ -40,6 +40,13 @@ int mw_stats(sqlite3 *db, const char *zDb, int64_t *out, int n) {
 
 int mw_rebase_rows_declare(sqlite3 *db, const char *zDb, const int64_t *rowids, int n) {
   if (db == 0 || n < 0 || (n > 0 && rowids == 0)) return SQLITE_MISUSE;
+  /* Inside an explicit transaction only: an autocommit statement's transaction has no
+  ** moment between its reads and its commit to declare in. */
+  if (sqlite3_get_autocommit(db)) {
+    sqlite3_log(SQLITE_MISUSE, "multiwriter: rows declared outside a transaction: declare "
+                "them between BEGIN and COMMIT, after the first statement");
+    return SQLITE_MISUSE;
+  }
   mw_rebase_rows r = { n, rowids };
   return sqlite3_file_control(db, zDb ? zDb : "main", MW_FCNTL_REBASE_ROWS, &r);
 }

@@ -141,9 +141,7 @@ static void snap_end(mw_lane *l) {
   else if (l->wrote && !l->keeps_version)
     l->blind = 1;
   l->wrote = 0;
-  /* A declaration covers one transaction; not a snapshot that went cold and that
-  ** SQLite let go unread (it locks again at once for the same transaction). */
-  if (!(l->cold_start && !l->touched)) mw_rebase_forget(l);
+  mw_rebase_forget(l); /* a declaration covers its snapshot's transaction only */
   __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
   l->warm = 1;
   if (l->must_reset) go_cold(l);
