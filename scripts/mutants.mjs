@@ -628,7 +628,7 @@ export const MUTANTS = [
     file: "rebase/leaf_merge.c",
     find: "    if (changed(co, nco, key)) return MW_LEAF_SAME_ROW;",
     replace: "",
-    tests: ["test_engine_rebase"],
+    tests: ["test_engine_rebase", "test_rebase_leaf"],
     why: "a row both sides changed is merged (ours wins): the other commit's update is lost",
   },
   {
