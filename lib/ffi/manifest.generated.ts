@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "92f0ebe8da51e06a17f3d036b7a63ce7ee4e13ba82cda4192f87b45ca23e5002",
-        "size": 1824152
+        "sha256": "2df46a037b7199a9f95952f6870ddc04afea48d3ca335ecd9b8b5b96b099a0f0",
+        "size": 1824872
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "22f7af15427d45592719091577238716299026e622e4227104e8ccf4db533430",
-        "size": 265552
+        "sha256": "0636af2833dbf3a58439875d5f863b2a03ef280139a693d10d31ebe22c1e1e5b",
+        "size": 266224
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "3a903c542a508e76fa1d207166fd376a97ce0eab036cacd8d61c6c124e3f3ff4",
-        "size": 1766664
+        "sha256": "290b471d4417ee4ca116bdea26128c29efa4d091dce051f3814f437d48ac036d",
+        "size": 1767280
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "d9978a401859b1b39d4e0df6e4b4d6cc3a7cd073ec499264638bd844ca5d4284",
-        "size": 257128
+        "sha256": "b0bab60db1b6f97ba49966776cd9970921a56b9de526289a79eb947487ca043a",
+        "size": 257736
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "89c44e03719ec56bdce6e0ba64ac39d522c5d555d46036ca2b811c3085e98322",
-        "size": 1822056
+        "sha256": "a25ad2d0860fb5aec171e007974609a028df93dbfe1a81faf913d6fa7adc493f",
+        "size": 1822760
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "50bb76f370af8b36278de8ad2730f4edae8cb524e6ab7db69119aed85711dcb6",
-        "size": 264744
+        "sha256": "18e61aa60bfcc9b2a5a39a2246b940a18202789ac9f45b4990e5bb072e5277ba",
+        "size": 265416
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "dbe0cd4e7140c00c118843953b4c69e9c0e99f92f72fb1b82f975fdff644dfa4",
-        "size": 1764864
+        "sha256": "75f18eefbb82732155f2fe3a1fe5f66d44a974cb90250e0e823eef7041fb4f9b",
+        "size": 1765480
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "37aa7fefc5545359502bf744f6e35bd51171bb4203e2873e76ab1b6b81099cdd",
-        "size": 256536
+        "sha256": "aa37a0d2376deef68cff85b4a4bb67ad6211ba344210e7e3adcf8cbb8300f183",
+        "size": 257144
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "5a29335a8e3734ac53d4f2f5c1e00633731209e8a3e7208dc58dc6c5ff7e747e",
-        "size": 1778216
+        "sha256": "80c2a6c3b974cae4f33bd87eaef2899422682c61dc907ecbdc4eb4f847ad792c",
+        "size": 1782352
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "00ee8f5f20de35f5a31ad84f7332430925f8de6c0b4d61b9be1e399aa85bda57",
-        "size": 265090
+        "sha256": "4857952552cdf23e0bf260847c5d0fc709336b82e7d794f4fe12e756471757bb",
+        "size": 269226
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "d71dc3b9c632012cfea8d5ab19361b12f9adcbd652e87f07423debec0c605152",
-        "size": 1866480
+        "sha256": "dbbc16a97a76fbb757d00282b68cc92d715b8c8556bf4ae65b5df97ca67ab08d",
+        "size": 1866528
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "8045445df580fa1541576a60db2317d7447dbfa3ce00a304a522ad14bf07a965",
-        "size": 312872
+        "sha256": "bd6457ccbd96d1cc3678f6ed1375b55a83b6d891eb1cad310a56686d5db65d4a",
+        "size": 312904
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "b176db46aa88028b0d5b808214fd1c82b3504e32eca807f583fc7cac0fb81a4d",
-        "size": 1684480
+        "sha256": "38e741121cdad91215b36c9c0024ba41bfe5eb8a6d37a6b728d5a61e6349e5d0",
+        "size": 1684992
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "afda494e6090b191ab2a18be085bf9e67ae8e6316f4d5f8ce74103e6f8121f6f",
-        "size": 187392
+        "sha256": "76efe7378d2b6deaaa42b37d54335f56a39a03ff26ad6d597e79e5a52b68bf79",
+        "size": 187904
       }
     }
   }
