@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "2df46a037b7199a9f95952f6870ddc04afea48d3ca335ecd9b8b5b96b099a0f0",
-        "size": 1824872
+        "sha256": "7453c2aec46e5fe0e470368b329198ac3d8ef4dc1a74db3a9fdb814fa7303dc4",
+        "size": 1824168
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "0636af2833dbf3a58439875d5f863b2a03ef280139a693d10d31ebe22c1e1e5b",
-        "size": 266224
+        "sha256": "fee6832f5ac78fc9de2d64762bdc5009e94a59b18966a7bade687b03868bd178",
+        "size": 265520
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "290b471d4417ee4ca116bdea26128c29efa4d091dce051f3814f437d48ac036d",
-        "size": 1767280
+        "sha256": "443fc39fc787aa098d045b9d69a4a3d5b57dc2f2e574f9ec024b1e417c4bdbad",
+        "size": 1766848
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "b0bab60db1b6f97ba49966776cd9970921a56b9de526289a79eb947487ca043a",
-        "size": 257736
+        "sha256": "93c2070b59d2f795bcb29c1a1c7d3b2ade1d4d2ae0bdb368ebfbbab468dc3273",
+        "size": 257304
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "a25ad2d0860fb5aec171e007974609a028df93dbfe1a81faf913d6fa7adc493f",
-        "size": 1822760
+        "sha256": "879a97c65397029976e9cfed071cc30727dfe06ef4824e4af43aa9d142d68ccc",
+        "size": 1822056
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "18e61aa60bfcc9b2a5a39a2246b940a18202789ac9f45b4990e5bb072e5277ba",
-        "size": 265416
+        "sha256": "78cd0db78da2cb239a84aadb31ec1ef825ba412f13eeda0e33023eef7ad11f41",
+        "size": 264712
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "75f18eefbb82732155f2fe3a1fe5f66d44a974cb90250e0e823eef7041fb4f9b",
-        "size": 1765480
+        "sha256": "b45759202a0f0217fe2fb49982db85559d760d70515e8ecfed07317d6bd96463",
+        "size": 1765048
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "aa37a0d2376deef68cff85b4a4bb67ad6211ba344210e7e3adcf8cbb8300f183",
-        "size": 257144
+        "sha256": "8d45536d28776107a3498dfe3885dde3ad4e3472e8d8ec0136e86d090ab33095",
+        "size": 256712
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "80c2a6c3b974cae4f33bd87eaef2899422682c61dc907ecbdc4eb4f847ad792c",
-        "size": 1782352
+        "sha256": "fcb13d34a022b23d18ddb3dc543b8adca6bb7d0badbc4f2ada8fba4bfded4b76",
+        "size": 1778235
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "4857952552cdf23e0bf260847c5d0fc709336b82e7d794f4fe12e756471757bb",
-        "size": 269226
+        "sha256": "13200d3113ff1f4a94cc5ebc19960387a1b20a7424a5d4d9b791db579bb0ac85",
+        "size": 265109
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "dbbc16a97a76fbb757d00282b68cc92d715b8c8556bf4ae65b5df97ca67ab08d",
+        "sha256": "d1b67acf06eca02cbc5a71f6caf2126dae1e1282c0e78328f3ee47d69654958c",
         "size": 1866528
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "bd6457ccbd96d1cc3678f6ed1375b55a83b6d891eb1cad310a56686d5db65d4a",
-        "size": 312904
+        "sha256": "f95d87ab46982fd1369d5f64472d3d461639396dc351e855d406641de48a0512",
+        "size": 312920
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "38e741121cdad91215b36c9c0024ba41bfe5eb8a6d37a6b728d5a61e6349e5d0",
-        "size": 1684992
+        "sha256": "f441fa0ea950340368cc96b79e97a430fa25ced78747509dcd5284a79576ef49",
+        "size": 1684480
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "76efe7378d2b6deaaa42b37d54335f56a39a03ff26ad6d597e79e5a52b68bf79",
-        "size": 187904
+        "sha256": "a98b8bc0a97e4a2a07779173616f8fa823ff16732ec88a152df1bf77c9f91a28",
+        "size": 187392
       }
     }
   }

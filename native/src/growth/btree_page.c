@@ -4,7 +4,7 @@
 ** page of each cell). The facts it rests on, with their places in the vendored
 ** sqlite3.c, are in docs/relocation.md.
 **
-** Owns: the page-format knowledge used by relocate.c and merge.c.
+** Owns: the page-format knowledge used by relocate.c, merge.c and rebase/leaf_merge.c.
 ** Never: writes a page, allocates, keeps state, or reads outside
 ** [0, usable size) of a page whatever the page holds; a malformed page is
 ** reported (MW_PAGE_MALFORMED), never trusted.
@@ -37,9 +37,7 @@ uint32_t mw_lock_byte_page(uint32_t page_size) {
   return (uint32_t)(0x40000000u / page_size) + 1;
 }
 
-/* SQLite varint: up to 8 bytes of 7 bits, the 9th byte gives 8 bits. Returns
-** the number of bytes read, 0 when the varint would run past `end`. */
-static uint32_t get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
+uint32_t mw_get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
   uint64_t x = 0;
   for (uint32_t i = 0; i < 8; i++) {
     if (p + i >= end) return 0;
@@ -120,18 +118,18 @@ int mw_btree_cell(const unsigned char *page, const mw_btree_hdr *h, uint32_t i,
   }
   if (h->type == MW_BTREE_INTERIOR_TABLE) {
     /* 4-byte child, varint key, no payload */
-    if ((n = get_varint(p, end, &v)) == 0) return MW_PAGE_MALFORMED;
+    if ((n = mw_get_varint(p, end, &v)) == 0) return MW_PAGE_MALFORMED;
     c->key = (int64_t)v;
     c->size = 4 + n;
     return MW_PAGE_OK;
   }
-  if ((n = get_varint(p, end, &v)) == 0) return MW_PAGE_MALFORMED;
+  if ((n = mw_get_varint(p, end, &v)) == 0) return MW_PAGE_MALFORMED;
   p += n;
   /* SQLite keeps payload sizes in 32 bits; SQLITE_MAX_LENGTH is below 2^31 */
   if (v > 0x7fffffffu) return MW_PAGE_MALFORMED;
   c->payload = v;
   if (h->type == MW_BTREE_LEAF_TABLE) {
-    if ((n = get_varint(p, end, &v)) == 0) return MW_PAGE_MALFORMED;
+    if ((n = mw_get_varint(p, end, &v)) == 0) return MW_PAGE_MALFORMED;
     c->key = (int64_t)v;
     p += n;
   }

@@ -76,6 +76,9 @@ typedef int (*mw_ref_fn)(void *ctx, mw_ref_kind kind, uint32_t cell, uint32_t of
 uint32_t mw_get4(const unsigned char *p);
 void mw_put4(unsigned char *p, uint32_t v);
 uint32_t mw_get2(const unsigned char *p);
+/* SQLite varint at p: up to 8 bytes of 7 bits, the 9th byte gives 8 bits. Returns the
+** number of bytes read, 0 when the varint would run past `end`. */
+uint32_t mw_get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v);
 
 /* In-place heapsort (no allocation, unlike some qsort implementations). */
 void mw_sort(void *base, size_t n, size_t size,

@@ -51,24 +51,13 @@ size_t mw_leaf_merge_scratch_size(uint32_t page_size) {
   return max_rows(page_size) * (4 * sizeof(row) + 2 * sizeof(change));
 }
 
-/* SQLite varint at p, not past end: the number of bytes, 0 when it runs past. */
+/* A varint (mw_get_varint), the one-byte case inline: most payload sizes and rowids. */
 static inline uint32_t varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
-  if (p < end && p[0] < 0x80) { /* one byte: most payload sizes and small rowids */
+  if (p < end && p[0] < 0x80) {
     *v = p[0];
     return 1;
   }
-  uint64_t x = 0;
-  for (uint32_t i = 0; i < 8; i++) {
-    if (p + i >= end) return 0;
-    x = (x << 7) | (p[i] & 0x7f);
-    if ((p[i] & 0x80) == 0) {
-      *v = x;
-      return i + 1;
-    }
-  }
-  if (p + 8 >= end) return 0;
-  *v = (x << 8) | p[8];
-  return 9;
+  return mw_get_varint(p, end, v);
 }
 
 /* Reads every row of a table leaf, in page order, checking that keys increase. The
