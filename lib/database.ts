@@ -1104,8 +1104,8 @@ export class Database {
 
   /**
    * Declares, for rebase (`rebase: true`), the rowids of the rows the transaction read or
-   * wrote. Call it inside the transaction, after its first statement (before, or outside
-   * a transaction, it throws); calls add up until the transaction ends. A transaction that
+   * wrote. Call it inside the transaction, after its first write (before, or outside a
+   * transaction, it throws); calls add up until the transaction ends. A transaction that
    * declared promises that its statements touched no other rows: point statements by
    * rowid (INSERT ... VALUES, UPDATE/DELETE/SELECT ... WHERE rowid = ?), no range, scan,
    * join, trigger or foreign-key check. Only such a transaction's commit is merged when
@@ -1131,8 +1131,8 @@ export class Database {
     }
     if (rc === SQLITE_MISUSE) {
       throw new SQLiteError(
-        "sqlite-multiwriter: declareReads() belongs inside a transaction, after its first statement " +
-          "(the declaration covers that transaction only)",
+        "sqlite-multiwriter: declareReads() belongs inside a transaction, after its first write " +
+          "(the declaration covers that write transaction only)",
         rc,
       );
     }

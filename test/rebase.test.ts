@@ -117,8 +117,10 @@ describe("rebase", () => {
     try {
       expect(() => a.declareReads([1])).toThrow(/declareReads\(\) belongs inside a transaction/);
       a.exec("BEGIN");
-      expect(() => a.declareReads([1])).toThrow(/after its first statement/);
+      expect(() => a.declareReads([1])).toThrow(/after its first write/);
       a.query("SELECT a FROM t WHERE id = 1").get();
+      expect(() => a.declareReads([1])).toThrow(/after its first write/);
+      a.run("UPDATE t SET a = 3 WHERE id = 1");
       a.declareReads([1]);
       // A transaction that declared and rolled back covers nothing after it.
       a.exec("ROLLBACK");
@@ -142,7 +144,7 @@ describe("rebase", () => {
     expect(() => a.declareReads([])).toThrow();
     const stock = new Database(join(tempDir(), "s.db"), { multiwriter: false });
     try {
-      stock.exec("CREATE TABLE x(y); BEGIN; SELECT * FROM x");
+      stock.exec("CREATE TABLE x(y); BEGIN; INSERT INTO x VALUES(1)");
       expect(() => stock.declareReads([])).toThrow(/does not run on the engine/);
     } finally {
       stock.close();

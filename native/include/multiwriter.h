@@ -96,8 +96,8 @@ struct sqlite3;
 
 /* File control opcode (mw_rebase=1): pArg is an mw_rebase_rows. Declares the rowids
 ** of the rows the transaction read or wrote, inside an explicit transaction after its
-** first statement (SQLITE_MISUSE before: the declaration covers the snapshot in
-** progress and ends with it); calls add up. A transaction that declared promises that
+** first write (SQLITE_MISUSE before: the declaration covers that write transaction and
+** ends with it, committed or rolled back); calls add up. A transaction that declared promises that
 ** its statements touched no rows other than those: point statements by rowid, no
 ** range, scan, trigger or foreign-key check. Only such a transaction's commit is
 ** rebased when it loses on a table leaf page whose other rows changed, and only when

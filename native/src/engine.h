@@ -583,9 +583,10 @@ const unsigned char *mw_snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf,
 
 /* rebase.c (engine.md section 9). */
 /* MW_FCNTL_REBASE_ROWS: adds rowids to the rows the transaction read or wrote, and
-** marks them declared. SQLITE_MISUSE outside a snapshot. */
+** marks them declared. SQLITE_MISUSE outside a write transaction (the write lock held). */
 int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n);
-/* At a snapshot's end: the declaration covered that transaction only. */
+/* At the end of the write transaction (its write lock released) and of the snapshot:
+** the declaration covered that transaction only. */
 void mw_rebase_forget(mw_lane *l);
 /* 1 when a write conflict of this commit on pgno may be rebased: mw_rebase=1, the
 ** reads declared, the snapshot's first commit, no write of page 1 (no growth), one

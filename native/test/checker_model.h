@@ -259,15 +259,17 @@ static void cm_held_run(cm_worker *w, sqlite3 *db, cm_stmts *s, char *val, uint6
 ** (it read rows it cannot name) and is never rebased. */
 static void cm_declare(sqlite3 *db, const txn *t) {
   int64_t keys[2 * CM_MAXOPS];
-  int n = 0;
+  int n = 0, wrote = 0;
   for (int j = 0; j < t->nops; j++) {
     const op *o = &t->ops[j];
     if (o->kind == OP_RANGE) return;
+    wrote |= o->kind == OP_PUT || o->kind == OP_UPD || o->kind == OP_DEL || o->kind == OP_COPY ||
+             o->kind == OP_META_SET;
     if (o->kind == OP_META_GET || o->kind == OP_META_SET) continue; /* page 1: validated */
     keys[n++] = o->k;
     if (o->kind == OP_COPY) keys[n++] = o->k2;
   }
-  CHECK_RC(mw_rebase_rows_declare(db, 0, keys, n), SQLITE_OK);
+  if (wrote) CHECK_RC(mw_rebase_rows_declare(db, 0, keys, n), SQLITE_OK); /* after a write only */
 }
 
 static void *cm_worker_run(void *arg) {

@@ -10,7 +10,8 @@
 **     page 1 (the table grew a page); an index leaf both sides changed; a row with
 **     overflow pages; a rebalance (an interior page written: the leaves' key ranges
 **     moved, and a merge would put the other side's row outside its leaf's range);
-**   - a declaration is refused outside a transaction's snapshot, and ends with it;
+**   - a declaration is refused outside a write transaction and ends with it, also
+**     when a pending statement keeps the snapshot across transactions;
 **   - the rebased snapshot may not read through the engine or commit again, and the
 **     next transaction sees the merged page;
 **   - a storm: 8 threads add to counters in rows of one page (declared, so most
@@ -101,9 +102,10 @@ static void merges(void) {
   }
 }
 
-/* A declaration belongs inside the transaction's snapshot and ends with it: refused
-** outside a transaction and before its first statement; one made in a transaction
-** that rolled back does not cover the next. */
+/* A declaration belongs to a write transaction and ends with it: refused outside a
+** transaction, before its first write (also when a pending statement already holds a
+** snapshot), and one made in a transaction that rolled back does not cover the next,
+** also in a snapshot that a pending statement keeps across both. */
 static void declaration_scope(void) {
   reset_table();
   sqlite3 *a = tu_open(path, on), *b = tu_open(path, on);
@@ -112,6 +114,8 @@ static void declaration_scope(void) {
   tu_exec(a, "BEGIN");
   CHECK_RC(mw_rebase_rows_declare(a, 0, &r17, 1), SQLITE_MISUSE); /* no snapshot yet */
   CHECK(tu_int(a, "SELECT a FROM t WHERE id = 17") == 0);
+  CHECK_RC(mw_rebase_rows_declare(a, 0, &r17, 1), SQLITE_MISUSE); /* no write yet */
+  tu_exec(a, "UPDATE t SET a = 7 WHERE id = 17");
   declare(a, &r17, 1);
   tu_exec(a, "ROLLBACK");
   /* The next transaction declares nothing: its conflict is refused. */
@@ -121,6 +125,27 @@ static void declaration_scope(void) {
   tu_exec(a, "UPDATE t SET a = a + 1 WHERE id = 17");
   CHECK_RC(tu_try(a, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
   CHECK(tu_stat(a, MW_STAT_REBASES) == 0);
+
+  /* The same with a statement pending across both transactions (SQLite keeps its read
+  ** snapshot across COMMIT and ROLLBACK then): the rolled-back declaration must not
+  ** cover the second transaction, whose write of row 19's own value the merge cannot
+  ** see (b's change of row 19 would win). */
+  sqlite3_stmt *hold = 0;
+  CHECK_RC(sqlite3_prepare_v2(a, "SELECT x FROM other", -1, &hold, 0), SQLITE_OK);
+  CHECK_RC(sqlite3_step(hold), SQLITE_ROW);
+  tu_exec(a, "BEGIN");
+  CHECK_RC(mw_rebase_rows_declare(a, 0, &r17, 1), SQLITE_MISUSE); /* a snapshot, no write */
+  tu_exec(a, "UPDATE t SET a = 7 WHERE id = 17");
+  declare(a, &r17, 1);
+  tu_exec(a, "ROLLBACK");
+  tu_exec(b, "UPDATE t SET a = 9 WHERE id = 19");
+  tu_exec(a, "BEGIN");
+  tu_exec(a, "UPDATE t SET a = 0 WHERE id = 19"); /* its value in a's snapshot */
+  tu_exec(a, "UPDATE t SET a = 5 WHERE id = 16");
+  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_BUSY_SNAPSHOT);
+  CHECK(tu_stat(a, MW_STAT_REBASES) == 0);
+  sqlite3_finalize(hold);
+  CHECK(tu_int(a, "SELECT a FROM t WHERE id = 19") == 9);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
 }

@@ -6,8 +6,8 @@
 ** A page image does not show which rows a transaction read: SQLite reads a whole
 ** page to find one row. Nor every row it wrote: a write of the value a row already
 ** had leaves the page's bytes as they were. So a rebase needs the transaction's word
-** for it. The caller (the package's binding, or a C program), inside the transaction,
-** declares the rowids of every row its statements read or wrote (MW_FCNTL_REBASE_ROWS)
+** for it. The caller (the package's binding, or a C program), after the transaction's
+** first write, declares the rowids of every row its statements read or wrote (MW_FCNTL_REBASE_ROWS)
 ** and promises that they touched no other rows: point statements by rowid, no range
 ** or scan, no trigger, no foreign key check. Without a declaration nothing is
 ** rebased. With one, a conflict on a table leaf page is merged row by row
@@ -36,11 +36,13 @@
 
 int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n) {
   if (n < 0 || (n > 0 && rowids == 0)) return SQLITE_MISUSE;
-  /* Only inside the transaction's snapshot: a declaration made before it could outlive a
-  ** transaction that never read (BEGIN, then ROLLBACK) and cover the next one. */
-  if (!l->in_snap) {
-    sqlite3_log(SQLITE_MISUSE, "multiwriter: rows declared outside a transaction on %s: declare "
-                "them inside it, after its first statement", l->db->path);
+  /* Only in a write transaction, which ends when its write lock goes (lane.c forgets the
+  ** declaration there). Not the snapshot alone: a statement left pending keeps SQLite's
+  ** read snapshot across COMMIT and ROLLBACK, so one snapshot can span transactions, and a
+  ** declaration made in one (even one that wrote nothing) would cover the next. */
+  if (!l->in_snap || !l->write_lock) {
+    sqlite3_log(SQLITE_MISUSE, "multiwriter: rows declared outside a write transaction on %s: "
+                "declare them after the transaction's first write, before COMMIT", l->db->path);
     return SQLITE_MISUSE;
   }
   if (n > INT_MAX / 2 - l->rb_n) {

@@ -44,7 +44,7 @@ int mw_rebase_rows_declare(sqlite3 *db, const char *zDb, const int64_t *rowids, 
   ** moment between its reads and its commit to declare in. */
   if (sqlite3_get_autocommit(db)) {
     sqlite3_log(SQLITE_MISUSE, "multiwriter: rows declared outside a transaction: declare "
-                "them between BEGIN and COMMIT, after the first statement");
+                "them between BEGIN and COMMIT, after the first write");
     return SQLITE_MISUSE;
   }
   mw_rebase_rows r = { n, rowids };

@@ -485,6 +485,7 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
       __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED); /* a new write transaction */
     } else if (!lock && l->write_lock) {
       __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+      mw_rebase_forget(l); /* the write transaction it covered ended (rebase.c) */
     }
     l->write_lock = lock;
   }
