@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "7453c2aec46e5fe0e470368b329198ac3d8ef4dc1a74db3a9fdb814fa7303dc4",
-        "size": 1824168
+        "sha256": "31cc5ec1565fd8b99c64c5d1931095c02aef17fb76e6ef74f5451eb13f2d9070",
+        "size": 1824184
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "fee6832f5ac78fc9de2d64762bdc5009e94a59b18966a7bade687b03868bd178",
-        "size": 265520
+        "sha256": "5d9aa6ceddfedc4b47a099c4ee6b2a4ccf392d96c014389f0dc6a1b144f168ac",
+        "size": 265568
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "443fc39fc787aa098d045b9d69a4a3d5b57dc2f2e574f9ec024b1e417c4bdbad",
-        "size": 1766848
+        "sha256": "ab2f56fd75fe7242fcaba4ce4844cc0e692ad7491a43442a04942b308d6e9bd6",
+        "size": 1766864
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "93c2070b59d2f795bcb29c1a1c7d3b2ade1d4d2ae0bdb368ebfbbab468dc3273",
-        "size": 257304
+        "sha256": "101207445336eb7438d01faad48ee9105b72f818ea0370ede38f06cba7466d05",
+        "size": 257336
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "879a97c65397029976e9cfed071cc30727dfe06ef4824e4af43aa9d142d68ccc",
-        "size": 1822056
+        "sha256": "5820014bf23d6dc62307588969521e59f9464effb708a38df5142750c3c8be4b",
+        "size": 1822072
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "78cd0db78da2cb239a84aadb31ec1ef825ba412f13eeda0e33023eef7ad11f41",
-        "size": 264712
+        "sha256": "654058f2ca98da1879a813cd1f93b159cb1194ad6c647c05d1b68376efd07aa9",
+        "size": 264760
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "b45759202a0f0217fe2fb49982db85559d760d70515e8ecfed07317d6bd96463",
-        "size": 1765048
+        "sha256": "9b42765e0641f878825f55574e18e8c5e7a87cf60c351eff65c6a6812f63c249",
+        "size": 1765064
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "8d45536d28776107a3498dfe3885dde3ad4e3472e8d8ec0136e86d090ab33095",
-        "size": 256712
+        "sha256": "579046b2684dded60d92a62ea7c68dd34ab288d82e341320108b1c7ff2f6c611",
+        "size": 256744
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "fcb13d34a022b23d18ddb3dc543b8adca6bb7d0badbc4f2ada8fba4bfded4b76",
+        "sha256": "b00e5a0bf47d2e43d657da6610f249d1e4cc2ad3de2a2746c7c4e69ed273ce23",
         "size": 1778235
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "13200d3113ff1f4a94cc5ebc19960387a1b20a7424a5d4d9b791db579bb0ac85",
+        "sha256": "3785c96880a8d37e5c58aed29bd4cffad6b23e341a4d24ad6082dfb26a8e38d5",
         "size": 265109
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "d1b67acf06eca02cbc5a71f6caf2126dae1e1282c0e78328f3ee47d69654958c",
+        "sha256": "f9066432852da7fbe90dc92640618c64984bdedabf98c1f3c5fb8c369ea23651",
         "size": 1866528
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "f95d87ab46982fd1369d5f64472d3d461639396dc351e855d406641de48a0512",
+        "sha256": "1cd54f3f61a0d3abf4657dbfcc47368617a12638c7cbb66d394568de0fde3a24",
         "size": 312920
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "f441fa0ea950340368cc96b79e97a430fa25ced78747509dcd5284a79576ef49",
+        "sha256": "bc94a53c60a4d3f1bd8e7914c54d70d0cbae6832395bda13928616234d4fddbb",
         "size": 1684480
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "a98b8bc0a97e4a2a07779173616f8fa823ff16732ec88a152df1bf77c9f91a28",
+        "sha256": "05c246205c508e4aecd79359358dd12c1b7d0c3b19ad23672e4ec26c0ac1b84e",
         "size": 187392
       }
     }
