@@ -29,6 +29,7 @@
 */
 #include "engine.h"
 #include "rebase.h"
+#include "relocate.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -85,7 +86,8 @@ int mw_rebase_candidate(const mw_lane *l, uint32_t pgno, int writes_page1) {
 
 int mw_rebase_write_set_ok(const uint32_t *wp, unsigned char *const *img, int nw) {
   for (int i = 0; i < nw; i++)
-    if (wp[i] == 1 || (img[i][0] != 10 && img[i][0] != 13)) return 0;
+    if (wp[i] == 1 || (img[i][0] != MW_BTREE_LEAF_INDEX && img[i][0] != MW_BTREE_LEAF_TABLE))
+      return 0;
   return 1;
 }
 
