@@ -364,6 +364,14 @@ export const MUTANTS = [
     why: "a transaction over attached databases publishes main before the other is validated",
   },
   {
+    id: "lane-exclusive-accepted",
+    file: "vfs/lane.c",
+    find: "  else if (level == SQLITE_LOCK_EXCLUSIVE && (l->in_snap || !l->wal_open))\n",
+    replace: "  else if (0)\n",
+    tests: ["test_engine_bypass"],
+    why: "an unqualified locking_mode=EXCLUSIVE reaches an attached engine file: its writes fail, and locking_mode=NORMAL does not bring them back",
+  },
+  {
     id: "lane-read-set-empty",
     file: "vfs/lane.c",
     find: "    if (l->in_snap && pgno != 1) mw_pageset_add(&l->rs, pgno);\n",

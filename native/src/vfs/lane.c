@@ -258,6 +258,39 @@ static int main_size(sqlite3_file *f, sqlite3_int64 *pSize) {
   return SQLITE_OK;
 }
 
+/* Modes that bypass the engine's WAL. The engine refuses journal_mode other than WAL
+** and locking_mode=EXCLUSIVE when a PRAGMA names its file (pragma() below), but
+** SQLite applies an unqualified PRAGMA to every attached database while it sends
+** SQLITE_FCNTL_PRAGMA to main's file only: a connection whose main database is not
+** on the engine reaches an attached engine file without the engine hearing of it
+** (test_engine_bypass). SQLite's pager then shows the mode by the locks it asks for
+** on the main file, which in WAL mode it asks for only in three places: SHARED for
+** as long as it has the file open, EXCLUSIVE at the close of the WAL (connection
+** close, journal_mode leaving WAL), with the WAL open and no snapshot held. So:
+**   - RESERVED is a rollback-journal write (journal_mode DELETE, TRUNCATE, PERSIST,
+**     MEMORY or OFF): its pages would go to the main file, whose writes the engine
+**     discards. Refused before SQLite writes a journal, so no hot journal is left.
+**     (Leaving WAL then fails too: SQLite writes the new mode into page 1 that way,
+**     and the file's header keeps the pager in WAL mode.)
+**   - EXCLUSIVE inside a snapshot is locking_mode=EXCLUSIVE beginning a write: SQLite
+**     would drop the read lock and take no write lock, and its commit would come
+**     outside any snapshot. EXCLUSIVE with no WAL open is locking_mode=EXCLUSIVE
+**     opening the WAL: SQLite would keep the wal-index in its own memory and never
+**     lock it, so no transaction would have a snapshot.
+** Each is an I/O error for the statement, with the reason in the SQLite log; wal_write
+** refuses a commit that comes outside a snapshot all the same, whatever led to it. */
+static int bypass_lock(mw_lane *l, int level) {
+  const char *why = 0;
+  if (level == SQLITE_LOCK_RESERVED) why = "a journal_mode other than WAL";
+  else if (level == SQLITE_LOCK_EXCLUSIVE && (l->in_snap || !l->wal_open))
+    why = "locking_mode=EXCLUSIVE";
+  if (why == 0) return SQLITE_OK;
+  sqlite3_log(SQLITE_IOERR_LOCK, "multiwriter: %s reached %s without naming it (an unqualified "
+              "PRAGMA of a connection whose main database is not on the engine): refused, the "
+              "engine needs WAL mode and SQLite's shared-memory locks", why, l->db->path);
+  return SQLITE_IOERR_LOCK;
+}
+
 /* Every level is pretended: the database's own handle holds EXCLUSIVE for as long
 ** as the engine has the file open (guard.c), which keeps every connection outside
 ** the engine away; a real lock here would conflict with it. The level is recorded
@@ -265,6 +298,8 @@ static int main_size(sqlite3_file *f, sqlite3_int64 *pSize) {
 ** connection holds, as with the unix VFS. */
 static int main_lock(sqlite3_file *f, int level) {
   mw_lane *l = ((mw_file *)f)->lane;
+  int rc = bypass_lock(l, level);
+  if (rc != SQLITE_OK) return rc;
   if (level > l->lock_level) l->lock_level = level;
   return SQLITE_OK;
 }
@@ -608,7 +643,15 @@ static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 of
     uint64_t frame = (o - WAL_HDR) / fsz;
     const unsigned char *hdr = l->wal + WAL_HDR + frame * fsz;
     uint32_t db_pages = mw_get32(hdr + 4);
-    if (db_pages != 0 && frame >= l->committed_frames && l->in_snap) {
+    if (db_pages != 0 && frame >= l->committed_frames && !l->in_snap) {
+      /* A commit outside any snapshot: SQLite took none of the wal-index locks that
+      ** begin one (bypass_lock above refuses the known ways). Accepting it would
+      ** acknowledge a write that is never published. */
+      sqlite3_log(SQLITE_IOERR_WRITE, "multiwriter: a commit outside a snapshot on %s (SQLite "
+                  "took no wal-index read lock): refused", l->db->path);
+      return SQLITE_IOERR_WRITE;
+    }
+    if (db_pages != 0 && frame >= l->committed_frames) {
       if (l->poisoned) {
         /* SQLite's cache holds a commit that was refused in phase two. */
         l->stats[MW_STAT_CONFLICT_WRITE]++;
