@@ -1,6 +1,8 @@
 // lib/constants.ts: SQLite's numeric constants that callers pass to the package (open
 // flags, prepare flags, the deserialize flag, file controls), under the names sqlite3.h
-// gives them, as the `constants` export of bun:sqlite offers them.
+// gives them, as the `constants` export of bun:sqlite offers them; and, apart from that
+// object (never exported by the entries), the few that only the package passes to SQLite.
+// Values only: no logic, no import.
 
 /**
  * SQLite's open flags, prepare flags and file control ops.
@@ -81,3 +83,18 @@ export const constants = {
   /** The engine's counters (an int64_t[32]); db.stats() reads them by name. */
   MW_FCNTL_STATS: 0x4d570001,
 } as const;
+
+// Only the package passes these (not part of the `constants` export).
+
+/** SQLITE_UTF8: the text encoding of the *_text64 calls and of custom functions. */
+export const SQLITE_UTF8 = 1;
+/** Function flags of sqlite3_create_function_v2 and sqlite3_create_window_function. */
+export const SQLITE_DETERMINISTIC = 0x000000800;
+export const SQLITE_DIRECTONLY = 0x000080000;
+export const SQLITE_INNOCUOUS = 0x000200000;
+/** sqlite3_deserialize flags (SQLITE_DESERIALIZE_READONLY is in `constants`). */
+export const SQLITE_DESERIALIZE_FREEONCLOSE = 1;
+export const SQLITE_DESERIALIZE_RESIZEABLE = 2;
+/** sqlite3_db_config ops: double-quoted string literals in DML and in DDL. */
+export const SQLITE_DBCONFIG_DQS_DML = 1013;
+export const SQLITE_DBCONFIG_DQS_DDL = 1014;

@@ -1,17 +1,23 @@
 // lib/database.ts: a connection. Opening (options -> URI, defaults), statements and their
-// cache, scripts, transactions with savepoints and the retry of lost commits, custom
-// functions, extensions, serialize/deserialize, file controls, the engine's counters,
-// and close(). One connection belongs to one JS thread (opened with SQLITE_OPEN_NOMUTEX).
-import { SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_MISUSE, SQLITE_NOTFOUND, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
+// cache, scripts, extensions, file controls, the engine's counters and rowid declarations,
+// blobs, and close(). One connection belongs to one JS thread (opened with
+// SQLITE_OPEN_NOMUTEX). Transactions and the retry of lost commits (lib/transaction.ts),
+// custom functions (lib/functions.ts) and serialize/deserialize/backup (lib/images.ts) are
+// their own modules, reaching the connection through its Internals (lib/internals.ts).
+import { SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_MISUSE, SQLITE_NOTFOUND, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import { SQLBlob, type BlobHost, type BlobOpenOptions } from "./blob.ts";
+import { constants, SQLITE_DBCONFIG_DQS_DDL, SQLITE_DBCONFIG_DQS_DML } from "./constants.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
 import type { Symbols } from "./ffi/types.ts";
+import { type AggregateOptions, defineAggregate, defineFunction, type FunctionOptions, safeText } from "./functions.ts";
+import { backup, deserialize, type Image, imageOpenOptions, isImage, serialize } from "./images.ts";
+import type { Internals } from "./internals.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
-import { type Connection, type Params, type RunResult, Statement } from "./statement.ts";
+import { type Params, type RunResult, Statement } from "./statement.ts";
+import { retryLost, transaction, type TransactionFunction } from "./transaction.ts";
 import process from "node:process";
 import { FILE_CONTROLS, refusedOp } from "./filecontrol.ts";
-import { Buffer } from "node:buffer";
 import {
   asBytes,
   type BindParams,
@@ -20,28 +26,15 @@ import {
   describe,
   int,
   misuse,
-  readValue,
-  setResult,
   type SQLValue,
   type ValueMode,
 } from "./values.ts";
 
-const OPEN_READONLY = 0x1;
-const OPEN_READWRITE = 0x2;
-const OPEN_CREATE = 0x4;
-const OPEN_URI = 0x40;
-const OPEN_NOMUTEX = 0x8000;
-const OPEN_EXRESCODE = 0x02000000;
-const SQLITE_DBCONFIG_DQS_DML = 1013;
-const SQLITE_DBCONFIG_DQS_DDL = 1014;
-const PREPARE_PERSISTENT = 0x1;
-const UTF8 = 1;
-const DETERMINISTIC = 0x800;
-const DIRECTONLY = 0x80000;
-const INNOCUOUS = 0x200000;
-const DESERIALIZE_FREEONCLOSE = 1;
-const DESERIALIZE_RESIZEABLE = 2;
-const DESERIALIZE_READONLY = 4;
+export type { AggregateOptions, FunctionOptions } from "./functions.ts";
+export type { TransactionFunction } from "./transaction.ts";
+// test/transaction.test.ts reads the backoff from here.
+export { backoffMs } from "./transaction.ts";
+
 const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
 const QUERY_CACHE_MAX = 256;
 /** The message of any use of a closed database (bun:sqlite's words). */
@@ -51,50 +44,6 @@ const CACHE_COUNT = Symbol.for("Bun.Database.cache.count");
 
 /** Busy timeout of the PRAGMAs run while opening (ms). */
 const SETUP_BUSY_MS = 5000;
-
-/** Options of a custom scalar function. */
-export interface FunctionOptions {
-  /** Same arguments, same result (lets SQLite use it in indexes and optimize it). */
-  deterministic?: boolean;
-  /** Only callable from top-level SQL, not from views, triggers or schema. */
-  directOnly?: boolean;
-  /** Harmless when called from untrusted schema. */
-  innocuous?: boolean;
-  /** Any number of arguments (otherwise fn.length). */
-  varargs?: boolean;
-}
-
-/** An aggregate (or window) function for db.aggregate(). */
-export interface AggregateOptions<S = unknown> extends FunctionOptions {
-  /** The state each group starts from, or a function making it. */
-  start?: S | (() => S);
-  /** Folds one row's arguments into the state; returns the new state. */
-  step: (state: S, ...args: SQLValue[]) => S;
-  /** Takes a row back out of the state (makes it a window function). */
-  inverse?: (state: S, ...args: SQLValue[]) => S;
-  /** The value the group returns (default: the state). */
-  result?: (state: S) => unknown;
-}
-
-function functionFlags(o: FunctionOptions): number {
-  return UTF8 | (o.deterministic ? DETERMINISTIC : 0) | (o.directOnly ? DIRECTONLY : 0) |
-    (o.innocuous ? INNOCUOUS : 0);
-}
-
-/** A transaction function made by db.transaction(fn), plus its variants. */
-export interface TransactionFunction<A extends unknown[], R> {
-  (...args: A): R;
-  /** BEGIN DEFERRED (the default). */
-  deferred: (...args: A) => R;
-  /** The same as calling it (BEGIN DEFERRED; the @db/sqlite name). */
-  default: (...args: A) => R;
-  /** BEGIN IMMEDIATE. */
-  immediate: (...args: A) => R;
-  /** BEGIN EXCLUSIVE. */
-  exclusive: (...args: A) => R;
-  /** The database the transaction runs on (bun:sqlite's `database`). */
-  database: Database;
-}
 
 /** The engine's counters for a connection (see native/include/multiwriter.h). */
 export interface EngineStats {
@@ -154,8 +103,6 @@ export interface EngineStats {
   raw: number[];
 }
 
-type Mode = "deferred" | "immediate" | "exclusive";
-
 // The databases of this JS thread that are open: closed when the process exits normally, as
 // bun:sqlite does, so that the engine checkpoints and a normal exit leaves only the .db.
 const openDatabases = new Set<Database>();
@@ -188,44 +135,6 @@ function installExitHook(): void {
   }
 }
 
-function sleep(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/** Jittered exponential backoff: 5 us doubling up to 2 ms, a random point in the upper half. */
-export function backoffMs(attempt: number): number {
-  const cap = Math.min(0.005 * 2 ** Math.min(attempt - 1, 20), 2);
-  return cap / 2 + Math.random() * (cap / 2);
-}
-
-function isBusy(e: unknown): boolean {
-  return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
-}
-
-// Set while the JSR entry's @db/sqlite face opens its core (see openDbSqliteCore).
-let openingForDbSqlite = false;
-
-/**
- * @internal The core Database of the JSR entry's @db/sqlite face: not bun:sqlite's rules
- * where the two drivers differ (integers beyond 2^53 always exact, unknown parameter names
- * and wrong parameter counts refused, ...).
- */
-export function openDbSqliteCore(path: string | URL, options: DatabaseOptions | number): Database {
-  openingForDbSqlite = true;
-  try {
-    return new Database(path, options);
-  } finally {
-    openingForDbSqlite = false;
-  }
-}
-
-/** What bun:sqlite's constructor also takes as a path: the bytes of a database. */
-type Image = Uint8Array | ArrayBuffer;
-
-function isImage(v: unknown): v is Image {
-  return v instanceof Uint8Array || v instanceof ArrayBuffer;
-}
-
 /**
  * A connection to a SQLite database, by default through the multi-writer engine: many
  * connections (threads, Workers, processes) may write the same file at once. Shaped after
@@ -243,8 +152,8 @@ function isImage(v: unknown): v is Image {
  */
 export class Database {
   readonly #f: Ffi;
-  // What statements see of the connection (kept off the public surface).
-  readonly #conn: Connection;
+  // What statements and the concern modules see of the connection (off the public surface).
+  readonly #conn: Internals;
   readonly #options: ReturnType<typeof resolveOptions>;
   // The npm entry (bun:sqlite's rules); false for the @db/sqlite face's core.
   readonly #bun: boolean;
@@ -257,11 +166,6 @@ export class Database {
   readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
   readonly #blobs = new Map<SQLBlob, boolean>(); // open blobs: writable?
-  #pending: unknown = undefined;
-  #inCallback = 0;
-  #depth = 0;
-  #retries = 0;
-  #lastAttempts = 0;
 
   /**
    * Opens (and by default creates) a database. `path` is a file path, a file: URL, or
@@ -269,8 +173,9 @@ export class Database {
    * in memory as Database.deserialize() does. Journal mode WAL, synchronous=FULL and a busy
    * timeout are set.
    */
-  constructor(path: string | URL | Image = ":memory:", options: DatabaseOptions | number = {}) {
-    this.#bun = !openingForDbSqlite;
+  constructor(path?: string | URL | Image, options?: DatabaseOptions | number);
+  constructor(path: string | URL | Image = ":memory:", options: DatabaseOptions | number = {}, face?: typeof DB_SQLITE) {
+    this.#bun = face !== DB_SQLITE;
     const o = resolveOptions(options, this.#bun);
     this.#options = o;
     this.#mode = { bun: this.#bun, safe: o.safeIntegers, exact: o.int64 || !this.#bun };
@@ -280,22 +185,7 @@ export class Database {
       path = ":memory:";
     }
     this.#f = loadFfi(o.libraryPath);
-    const sym = (): Symbols => this.#sym;
-    this.#conn = {
-      ffi: this.#f,
-      get sym(): Symbols {
-        return sym();
-      },
-      strict: o.strict,
-      safeIntegers: o.safeIntegers,
-      bun: this.#mode.bun,
-      exact: this.#mode.exact,
-      handle: () => this.#handle(),
-      error: (rc, sql) => this.#error(rc, sql),
-      database: this,
-      forget: (stmt) => this.#statements.delete(stmt),
-      retryLost: (h, rc, attempt, since) => this.#retryLost(h, rc, attempt, since),
-    };
+    this.#conn = this.#internals();
     const file = toFilePath(path);
     if (typeof file !== "string") {
       throw new TypeError(`Expected 'filename' to be a string, got '${typeof path}' (a path is a string or URL)`);
@@ -311,8 +201,9 @@ export class Database {
     const uri = toUri(file, params);
     // An image is deserialized into a writable memory database, read-only there if asked.
     const readonly = o.readonly && image === null;
-    const flags = (readonly ? OPEN_READONLY : OPEN_READWRITE | (o.create ? OPEN_CREATE : 0)) |
-      OPEN_URI | OPEN_NOMUTEX | OPEN_EXRESCODE;
+    const flags = (readonly ? constants.SQLITE_OPEN_READONLY : constants.SQLITE_OPEN_READWRITE |
+      (o.create ? constants.SQLITE_OPEN_CREATE : 0)) |
+      constants.SQLITE_OPEN_URI | constants.SQLITE_OPEN_NOMUTEX | constants.SQLITE_OPEN_EXRESCODE;
     const s = this.#sym;
     const cell = new BigUint64Array(1);
     const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
@@ -330,28 +221,68 @@ export class Database {
     openDatabases.add(this);
     installExitHook();
     try {
-      // The setup PRAGMAs may meet another connection that is opening or recovering the
-      // same file: they wait at least SETUP_BUSY_MS whatever the user's timeout is.
-      s.sqlite3_busy_timeout(db, Math.max(o.busyTimeout, SETUP_BUSY_MS));
-      // bun:sqlite's SQLite reads a double-quoted word that names no column as a string
-      // (SQLite's default); the library is built with DQS=0, which @db/sqlite keeps.
-      if (this.#bun) {
-        for (const op of [SQLITE_DBCONFIG_DQS_DML, SQLITE_DBCONFIG_DQS_DDL]) {
-          const rc = s.mw_db_config(db, op, 1, null);
-          if (rc !== SQLITE_OK) throw this.#error(rc);
-        }
-      }
-      if (!o.readonly && !memory) this.#execScript("PRAGMA journal_mode=WAL");
-      this.#execScript("PRAGMA synchronous=FULL");
-      s.sqlite3_busy_timeout(db, o.busyTimeout);
-      if (image !== null) this.deserialize(image, { readonly: o.readonly });
+      this.#setUp(db, memory, image);
     } catch (e) {
       this.close();
       throw e;
     }
   }
 
-  // ---- the connection as statements see it ----
+  // The settings of a connection just opened, and the image it was given.
+  #setUp(db: Ptr, memory: boolean, image: Uint8Array | null): void {
+    const o = this.#options;
+    const s = this.#sym;
+    // The setup PRAGMAs may meet another connection that is opening or recovering the
+    // same file: they wait at least SETUP_BUSY_MS whatever the user's timeout is.
+    s.sqlite3_busy_timeout(db, Math.max(o.busyTimeout, SETUP_BUSY_MS));
+    // bun:sqlite's SQLite reads a double-quoted word that names no column as a string
+    // (SQLite's default); the library is built with DQS=0, which @db/sqlite keeps.
+    if (this.#bun) {
+      for (const op of [SQLITE_DBCONFIG_DQS_DML, SQLITE_DBCONFIG_DQS_DDL]) {
+        const rc = s.mw_db_config(db, op, 1, null);
+        if (rc !== SQLITE_OK) throw this.#error(rc);
+      }
+    }
+    if (!o.readonly && !memory) this.#execScript("PRAGMA journal_mode=WAL");
+    this.#execScript("PRAGMA synchronous=FULL");
+    s.sqlite3_busy_timeout(db, o.busyTimeout);
+    if (image !== null) this.deserialize(image, { readonly: o.readonly });
+  }
+
+  // ---- the connection as statements and the concern modules see it ----
+
+  // Built once, in the constructor: its getters read this connection's private state.
+  #internals(): Internals {
+    const o = this.#options;
+    const sym = (): Symbols => this.#sym;
+    const db = (): Ptr | null => this.#db;
+    const c: Internals = {
+      ffi: this.#f,
+      get sym(): Symbols {
+        return sym();
+      },
+      get db(): Ptr | null {
+        return db();
+      },
+      strict: o.strict,
+      safeIntegers: o.safeIntegers,
+      bun: this.#mode.bun,
+      exact: this.#mode.exact,
+      options: o,
+      mode: this.#mode,
+      callbacks: this.#callbacks,
+      pending: undefined,
+      inCallback: 0,
+      tx: { depth: 0, retries: 0, lastAttempts: 0 },
+      handle: () => this.#handle(),
+      error: (rc, sql) => this.#error(rc, sql),
+      database: this,
+      forget: (stmt) => this.#statements.delete(stmt),
+      retryLost: (h, rc, attempt, since) => retryLost(c, h, rc, attempt, since),
+      internalRun: (sql) => this.#internalRun(sql),
+    };
+    return c;
+  }
 
   // Once this connection has a JS callback, SQLite may call into JS from step, reset,
   // finalize, exec and close: those then go through the symbols that are never fast-called.
@@ -364,48 +295,10 @@ export class Database {
     return this.#db;
   }
 
-  // A plain statement (autocommit before and after) that lost its commit is run again
-  // within the busy timeout, with the backoff of transaction(); see Connection.retryLost.
-  #retryLost(h: Ptr | null, rc: number, attempt: number, since: number): boolean {
-    const db = this.#db;
-    if (db === null || this.#pending !== undefined) return false;
-    const s = this.#sym;
-    if ((rc & 0xff) !== SQLITE_BUSY || s.sqlite3_extended_errcode(db) !== SQLITE_BUSY_SNAPSHOT) return false;
-    if (s.sqlite3_get_autocommit(db) === 0) return false; // inside BEGIN: the caller's to handle
-    this.#checkNotPinned(h);
-    if (Date.now() - since >= this.#options.busyTimeout) return false;
-    sleep(backoffMs(attempt));
-    return true;
-  }
-
-  // Another statement of this connection that is still running (an unfinished iterate(),
-  // or the statement whose custom function is calling us) holds the connection's read
-  // snapshot: a lost commit run again sees the same old snapshot and loses again, forever.
-  // Said at once instead of spinning until the timeout or maxAttempts.
-  #checkNotPinned(except: Ptr | null): void {
-    const db = this.#db;
-    if (db === null) return;
-    const f = this.#f;
-    const s = f.sym;
-    const exceptAt = except === null ? -1n : f.address(except);
-    for (let p = s.sqlite3_next_stmt(db, f.NULL); !f.isNull(p); p = s.sqlite3_next_stmt(db, p)) {
-      if (f.address(p) === exceptAt || s.sqlite3_stmt_busy(p) === 0) continue;
-      const sql = f.cstring(s.sqlite3_sql(p));
-      throw new SQLiteError(
-        "another writer committed first and this transaction was rolled back; running it again " +
-          "cannot succeed while another statement of this connection is still open, because it " +
-          `holds the old snapshot (${this.#inCallback > 0 ? "the statement calling this custom function" : "an unfinished iterate()"}: ${sql}). ` +
-          "Finish or close that statement (end the loop, or call the iterator's return()) first",
-        SQLITE_BUSY_SNAPSHOT,
-        sql,
-      );
-    }
-  }
-
   #error(rc: number, sql?: string): Error {
-    if (this.#pending !== undefined) {
-      const e = this.#pending;
-      this.#pending = undefined;
+    if (this.#conn.pending !== undefined) {
+      const e = this.#conn.pending;
+      this.#conn.pending = undefined;
       if (e instanceof Error) return e;
       // A thrown non-Error travels as the cause; its text is only read where that is safe.
       return new Error(`a custom function threw: ${safeText(e)}`, { cause: e });
@@ -505,12 +398,12 @@ export class Database {
 
   /** Attempts of the last transaction() call (1 when it committed at once). */
   get lastTransactionAttempts(): number {
-    return this.#lastAttempts;
+    return this.#conn.tx.lastAttempts;
   }
 
   /** Transactions run again by transaction() since the connection opened. */
   get transactionRetries(): number {
-    return this.#retries;
+    return this.#conn.tx.retries;
   }
 
   /**
@@ -543,14 +436,14 @@ export class Database {
       return;
     }
     const cb = f.callback("progress", () => {
-      this.#inCallback++; // SQLite is inside a statement: close() and the like are refused
+      this.#conn.inCallback++; // SQLite is inside a statement: close() and the like are refused
       try {
         return fn() ? 1 : 0;
       } catch (e) {
-        this.#pending = e; // reported by the interrupted statement
+        this.#conn.pending = e; // reported by the interrupted statement
         return 1;
       } finally {
-        this.#inCallback--;
+        this.#conn.inCallback--;
       }
     });
     this.#sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
@@ -621,7 +514,7 @@ export class Database {
     this.#checkOpen();
     const hit = this.#cache.get(sql);
     if (hit !== undefined && !hit.finalized) return hit as unknown as Statement<Row>;
-    const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
+    const stmt = new Statement<Row>(this.#conn, this.#prepareHandle(sql, constants.SQLITE_PREPARE_PERSISTENT), sql);
     this.#statements.add(stmt);
     if (this.#cache.size >= QUERY_CACHE_MAX) {
       // Forget the oldest entry (it stays usable by whoever holds it; close() finalizes it).
@@ -651,7 +544,7 @@ export class Database {
   static readonly MAX_QUERY_CACHE_SIZE: number = QUERY_CACHE_MAX;
 
   // Runs a script statement by statement (as sqlite3_exec does), so that a statement
-  // outside a transaction whose commit lost is run again by itself (see #retryLost), never
+  // outside a transaction whose commit lost is run again by itself (see retryLost() in lib/transaction.ts), never
   // the statements before it. Rows are discarded. Returns the rows the statements changed,
   // each counted as Statement.run() counts it (bun:sqlite's sum), and how many there were.
   #execScript(sql: string): { changes: number; statements: number } {
@@ -688,7 +581,7 @@ export class Database {
             if (s.sqlite3_total_changes64(db) !== before) changes += Number(s.sqlite3_changes64(db));
             break;
           }
-          if (autocommit && this.#retryLost(stmt, step, attempt, since)) {
+          if (autocommit && this.#conn.retryLost(stmt, step, attempt, since)) {
             s.sqlite3_reset(stmt);
             continue;
           }
@@ -729,72 +622,11 @@ export class Database {
   #internalRun(sql: string): void {
     let stmt = this.#internal.get(sql);
     if (stmt === undefined) {
-      stmt = new Statement(this.#conn, this.#prepareHandle(sql, PREPARE_PERSISTENT), sql);
+      stmt = new Statement(this.#conn, this.#prepareHandle(sql, constants.SQLITE_PREPARE_PERSISTENT), sql);
       this.#statements.add(stmt);
       this.#internal.set(sql, stmt);
     }
     stmt.run();
-  }
-
-  #rollback(): void {
-    if (this.#db !== null && this.#sym.sqlite3_get_autocommit(this.#db) === 0) {
-      try {
-        this.#internalRun("ROLLBACK");
-      } catch { /* the transaction is gone either way */ }
-    }
-  }
-
-  #outer<A extends unknown[], R>(mode: Mode, fn: (...args: A) => R, args: A): R {
-    const max = this.#options.maxAttempts;
-    for (let attempt = 1;; attempt++) {
-      try {
-        this.#internalRun(`BEGIN ${mode.toUpperCase()}`);
-        this.#depth = 1;
-        const result = fn(...args);
-        if (result !== null && typeof (result as { then?: unknown })?.then === "function") {
-          throw new TypeError(
-            "sqlite-multiwriter: a transaction function must be synchronous (it returned a Promise)",
-          );
-        }
-        this.#internalRun("COMMIT");
-        this.#depth = 0;
-        this.#lastAttempts = attempt;
-        return result;
-      } catch (e) {
-        this.#depth = 0;
-        this.#rollback();
-        if (isBusy(e) && attempt < max && this.#db !== null) {
-          this.#lastAttempts = attempt;
-          if ((e as SQLiteError).errno === SQLITE_BUSY_SNAPSHOT) this.#checkNotPinned(null);
-          this.#retries++;
-          sleep(backoffMs(attempt));
-          continue;
-        }
-        this.#lastAttempts = attempt;
-        throw e;
-      }
-    }
-  }
-
-  #savepoint<A extends unknown[], R>(fn: (...args: A) => R, args: A): R {
-    const name = `mw_sp_${this.#depth}`;
-    this.#internalRun(`SAVEPOINT ${name}`);
-    this.#depth++;
-    try {
-      const result = fn(...args);
-      this.#internalRun(`RELEASE ${name}`);
-      return result;
-    } catch (e) {
-      if (this.#db !== null && this.#sym.sqlite3_get_autocommit(this.#db) === 0) {
-        try {
-          this.#internalRun(`ROLLBACK TO ${name}`);
-          this.#internalRun(`RELEASE ${name}`);
-        } catch { /* the outer transaction was rolled back by SQLite */ }
-      }
-      throw e;
-    } finally {
-      this.#depth--;
-    }
   }
 
   /**
@@ -804,21 +636,7 @@ export class Database {
    * again after a jittered backoff, up to `maxAttempts` times; fn must be safe to re-run.
    */
   transaction<A extends unknown[], R>(fn: (...args: A) => R): TransactionFunction<A, R> {
-    if (typeof fn !== "function") throw new TypeError("Expected first argument to be a function (sqlite-multiwriter: transaction() takes a function)");
-    const make = (mode: Mode) => (...args: A): R => {
-      if (this.inTransaction) return this.#savepoint(fn, args);
-      return this.#outer(mode, fn, args);
-    };
-    const tx = make("deferred") as TransactionFunction<A, R>;
-    // As bun:sqlite defines them: the variants not enumerable, `database` enumerable.
-    Object.defineProperties(tx, {
-      deferred: { value: tx },
-      default: { value: tx },
-      immediate: { value: make("immediate") },
-      exclusive: { value: make("exclusive") },
-      database: { value: this, enumerable: true },
-    });
-    return tx;
+    return transaction(this.#conn, fn);
   }
 
   // ---- functions, extensions, images, file controls ----
@@ -841,49 +659,8 @@ export class Database {
     a: ((...args: SQLValue[]) => unknown) | FunctionOptions,
     b?: ((...args: SQLValue[]) => unknown) | FunctionOptions,
   ): this {
-    const fn = typeof a === "function" ? a : b;
-    const options = (typeof a === "function" ? b : a) ?? {};
-    if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: function() takes a function");
-    if (typeof options !== "object" || options === null) {
-      throw new TypeError("sqlite-multiwriter: function() options must be an object");
-    }
-    const db = this.#handle();
-    const zName = cstr(name, "the function name");
-    const f = this.#f;
-    const safe = this.#mode;
-    const cb = f.callback("scalar", (ctx, argc, argv) => {
-      this.#inCallback++;
-      try {
-        setResult(f, ctx, fn(...this.#args(argc, argv, safe)));
-      } catch (e) {
-        this.#fnError(ctx, e);
-      } finally {
-        this.#inCallback--;
-      }
-    });
-    const nArg = options.varargs ? -1 : fn.length;
-    const rc = this.#sym.sqlite3_create_function_v2(
-      db, zName, nArg, functionFlags(options), f.NULL, cb.ptr, f.NULL, f.NULL, f.NULL,
-    );
-    if (rc !== SQLITE_OK) {
-      cb.close();
-      throw this.#error(rc);
-    }
-    this.#callbacks.push(cb); // freed at close(): SQLite may call it until then
+    defineFunction(this.#conn, name, a, b);
     return this;
-  }
-
-  #args(argc: number, argv: Ptr, safe: ValueMode): SQLValue[] {
-    const f = this.#f;
-    const args = new Array<SQLValue>(argc);
-    for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), safe);
-    return args;
-  }
-
-  // SQLite sees an error; the statement then throws this very value to the caller.
-  #fnError(ctx: Ptr, e: unknown): void {
-    this.#pending = e;
-    this.#sym.sqlite3_result_error(ctx, encodeMessage(e), -1);
   }
 
   /**
@@ -899,70 +676,7 @@ export class Database {
    * ```
    */
   aggregate<S = unknown>(name: string, options: AggregateOptions<S>): this {
-    if (typeof options !== "object" || options === null || typeof options.step !== "function") {
-      throw new TypeError("sqlite-multiwriter: aggregate() takes options with a step function");
-    }
-    for (const k of ["inverse", "result"] as const) {
-      if (options[k] !== undefined && typeof options[k] !== "function") {
-        throw new TypeError(`sqlite-multiwriter: aggregate() option "${k}" must be a function`);
-      }
-    }
-    const db = this.#handle();
-    const zName = cstr(name, "the function name");
-    const f = this.#f;
-    const safe = this.#mode;
-    const { step, inverse, result } = options;
-    const start = options.start;
-    // One state per group, found by the address of SQLite's per-group context (8 bytes
-    // SQLite zeroes and frees itself; the address is all that is used).
-    const states = new Map<bigint, { v: S }>();
-    const initial = (): S => (typeof start === "function" ? (start as () => S)() : start as S);
-    const stateOf = (ctx: Ptr, create: boolean): { key: bigint; state: { v: S } } | null => {
-      const p = this.#sym.sqlite3_aggregate_context(ctx, create ? 8 : 0);
-      if (f.isNull(p)) return null;
-      const key = f.address(p);
-      let state = states.get(key);
-      if (state === undefined) {
-        state = { v: initial() };
-        states.set(key, state);
-      }
-      return { key, state };
-    };
-    const guard = (ctx: Ptr, body: () => void): void => {
-      this.#inCallback++;
-      try {
-        body();
-      } catch (e) {
-        this.#fnError(ctx, e);
-      } finally {
-        this.#inCallback--;
-      }
-    };
-    const fold = (fn: (acc: S, ...args: SQLValue[]) => S) => (ctx: Ptr, argc: number, argv: Ptr): void =>
-      guard(ctx, () => {
-        const at = stateOf(ctx, true);
-        if (at === null) throw new SQLiteError("out of memory", 7);
-        at.state.v = fn(at.state.v, ...this.#args(argc, argv, safe));
-      });
-    const emit = (final: boolean) => (ctx: Ptr): void =>
-      guard(ctx, () => {
-        const at = stateOf(ctx, false);
-        const v = at === null ? initial() : at.state.v;
-        if (final && at !== null) states.delete(at.key);
-        setResult(f, ctx, result ? result(v) : v);
-      });
-    const cbs = [f.callback("scalar", fold(step)), f.callback("final", emit(true))];
-    if (inverse) cbs.push(f.callback("final", emit(false)), f.callback("scalar", fold(inverse)));
-    const nArg = options.varargs ? -1 : Math.max(0, step.length - 1);
-    const rc = this.#sym.sqlite3_create_window_function(
-      db, zName, nArg, functionFlags(options), f.NULL, cbs[0].ptr, cbs[1].ptr,
-      inverse ? cbs[2].ptr : f.NULL, inverse ? cbs[3].ptr : f.NULL, f.NULL,
-    );
-    if (rc !== SQLITE_OK) {
-      for (const cb of cbs) cb.close();
-      throw this.#error(rc);
-    }
-    this.#callbacks.push(...cbs);
+    defineAggregate(this.#conn, name, options);
     return this;
   }
 
@@ -988,24 +702,7 @@ export class Database {
 
   /** The database as bytes (the SQLite file format); a Buffer, as bun:sqlite returns. */
   serialize(schema = "main"): Uint8Array {
-    const bytes = this.#serialize(schema);
-    return this.#bun ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) : bytes;
-  }
-
-  #serialize(schema: string): Uint8Array {
-    const db = this.#handle();
-    const s = this.#sym;
-    const size = new BigInt64Array(1);
-    const p = s.sqlite3_serialize(db, cstr(schema), size, 0);
-    if (this.#f.isNull(p)) {
-      if (size[0] === 0n) return new Uint8Array(0);
-      throw new SQLiteError(`cannot serialize schema ${schema}`, 7);
-    }
-    try {
-      return size[0] === 0n ? new Uint8Array(0) : this.#f.bytes(p, Number(size[0]));
-    } finally {
-      s.sqlite3_free(p);
-    }
+    return serialize(this.#conn, schema);
   }
 
   /**
@@ -1013,24 +710,7 @@ export class Database {
    * `readonly: true` the copy cannot be written.
    */
   deserialize(data: Uint8Array | ArrayBuffer, options: { schema?: string; readonly?: boolean } = {}): void {
-    const db = this.#handle();
-    if (!isImage(data)) throw new TypeError("sqlite-multiwriter: deserialize() takes a Uint8Array or ArrayBuffer");
-    if (this.#inCallback > 0) throw misuse("cannot deserialize from inside a custom function");
-    const schema = cstr(options.schema ?? "main", "the schema name");
-    const s = this.#sym;
-    // The length is read once, from the view's own slot; the native copy holds exactly it.
-    const bytes = asBytes(data);
-    const n = bytes.length;
-    const p = s.sqlite3_malloc64(Math.max(n, 1));
-    if (this.#f.isNull(p)) throw new SQLiteError("out of memory", 7);
-    if (n > 0) {
-      this.#f.write(p, bytes);
-      // An in-memory image cannot use WAL: mark a WAL file as a rollback-journal one.
-      if (n >= 20 && bytes[18] === 2 && bytes[19] === 2) this.#f.write(p, patchWal(bytes));
-    }
-    const flags = DESERIALIZE_FREEONCLOSE | (options.readonly ? DESERIALIZE_READONLY : DESERIALIZE_RESIZEABLE);
-    const rc = s.sqlite3_deserialize(db, schema, p, n, n, flags);
-    if (rc !== SQLITE_OK) throw this.#error(rc); // SQLite freed the buffer
+    deserialize(this.#conn, data, options);
   }
 
   /** A new in-memory database holding the bytes. */
@@ -1038,11 +718,8 @@ export class Database {
     data: Uint8Array | ArrayBuffer,
     options: boolean | (DatabaseOptions & { schema?: string }) = {},
   ): Database {
-    // bun:sqlite takes `Database.deserialize(bytes, isReadOnly)`.
-    const { schema, ...rest } = typeof options === "boolean" ? { readonly: options } : options;
-    // The memory database itself is writable; the image in it is read-only if asked.
-    const readonly = rest.readonly === true || (rest.readwrite === false && rest.readonly === undefined);
-    const db = new Database(":memory:", { ...rest, readonly: undefined, readwrite: undefined });
+    const { open, schema, readonly } = imageOpenOptions(options);
+    const db = new Database(":memory:", open);
     try {
       db.deserialize(data, { schema, readonly });
     } catch (e) {
@@ -1171,8 +848,8 @@ export class Database {
       logSyncs: at(25),
       rebases: at(28),
       rebaseRefused: at(29),
-      retries: this.#retries,
-      lastTransactionAttempts: this.#lastAttempts,
+      retries: this.#conn.tx.retries,
+      lastTransactionAttempts: this.#conn.tx.lastAttempts,
       raw,
     };
   }
@@ -1205,26 +882,11 @@ export class Database {
    * ```
    */
   backup(dest: string | URL | Database, options: { schema?: string; destSchema?: string } = {}): number {
-    const src = this.#handle();
-    const schema = cstr(options.schema ?? "main", "the schema name");
-    const destSchema = cstr(options.destSchema ?? "main", "the schema name");
-    const owned = dest instanceof Database ? null : new Database(dest, { multiwriter: false });
-    const target = owned ?? (dest as Database);
-    try {
-      if (target === this) throw misuse("backup() cannot copy a database onto itself");
-      const f = this.#f;
-      const s = f.sym;
-      const b = s.sqlite3_backup_init(target.#handle(), destSchema, src, schema);
-      if (f.isNull(b)) throw target.#error(s.sqlite3_extended_errcode(target.#handle()));
-      const rc = s.sqlite3_backup_step(b, -1);
-      const pages = s.sqlite3_backup_pagecount(b);
-      const done = s.sqlite3_backup_finish(b);
-      if (rc !== SQLITE_DONE) throw new SQLiteError(`backup failed: ${f.cstring(s.sqlite3_errstr(rc))}`, rc);
-      if (done !== SQLITE_OK) throw target.#error(done);
-      return pages;
-    } finally {
-      owned?.close();
-    }
+    return backup(this.#conn, options, () => {
+      if (dest instanceof Database) return { target: dest.#conn, close: () => {} };
+      const owned = new Database(dest, { multiwriter: false });
+      return { target: owned.#conn, close: () => owned.close() };
+    });
   }
 
   /**
@@ -1268,7 +930,7 @@ export class Database {
       reopen: open,
       autocommit: () => this.#sym.sqlite3_get_autocommit(db) !== 0,
       totalChanges: () => BigInt(this.#sym.sqlite3_total_changes64(db)),
-      retryLost: (code, attempt, since) => this.#retryLost(null, code, attempt, since),
+      retryLost: (code, attempt, since) => retryLost(this.#conn, null, code, attempt, since),
     };
     const blob = new SQLBlob(host, h, !options.readonly);
     this.#blobs.set(blob, !options.readonly);
@@ -1282,7 +944,7 @@ export class Database {
     const db = this.#db;
     if (db === null) return;
     // SQLite is inside a statement that called us: closing now would free it under itself.
-    if (this.#inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
+    if (this.#conn.inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
     for (const stmt of [...this.#statements]) stmt.finalize();
     // A writable blob commits at its close: an error there (its writes lost) is thrown once
     // the connection is closed, never swallowed. A read-only blob's close only repeats an
@@ -1328,6 +990,24 @@ export class Database {
   }
 }
 
+// The @db/sqlite face's core: the constructor's third parameter, left out of its public
+// signature, chooses @db/sqlite's rules. The symbol never leaves this module.
+const DB_SQLITE: unique symbol = Symbol("sqlite-multiwriter: the @db/sqlite face's core");
+const CoreConstructor = Database as unknown as new (
+  path: string | URL,
+  options: DatabaseOptions | number,
+  face: typeof DB_SQLITE,
+) => Database;
+
+/**
+ * @internal The core Database of the JSR entry's @db/sqlite face: not bun:sqlite's rules
+ * where the two drivers differ (integers beyond 2^53 always exact, unknown parameter names
+ * and wrong parameter counts refused, ...).
+ */
+export function openDbSqliteCore(path: string | URL, options: DatabaseOptions | number): Database {
+  return new CoreConstructor(path, options, DB_SQLITE);
+}
+
 // SQLite prefixes the error of an extension registered to load with every connection (the
 // engine is one) with "automatic extension loading failed: ": the cause leads instead.
 const AUTO_EXTENSION = "automatic extension loading failed: ";
@@ -1341,30 +1021,6 @@ function causeFirst(message: string): string {
 function checkSql(sql: unknown): asserts sql is string {
   if (typeof sql !== "string") throw new TypeError(`sqlite-multiwriter: SQL must be a string, got ${describe(sql)}`);
   if (sql.includes("\0")) throw new TypeError("sqlite-multiwriter: the SQL contains a NUL character");
-}
-
-/**
- * The message of a value a custom function threw, as NUL-terminated UTF-8. Never throws:
- * an exception escaping a native callback would leave the statement stuck, and a thrown
- * value's message or toString() may itself throw or hold a NUL.
- */
-function encodeMessage(e: unknown): Uint8Array {
-  return new TextEncoder().encode(safeText(e).replaceAll("\0", " ") + "\0");
-}
-
-function safeText(e: unknown): string {
-  try {
-    const m = e instanceof Error ? e.message : String(e);
-    if (typeof m === "string") return m;
-  } catch { /* its message or toString() threw */ }
-  return "a custom function threw a value that cannot be printed";
-}
-
-function patchWal(data: Uint8Array): Uint8Array {
-  const copy = data.slice(0, 20);
-  copy[18] = 1;
-  copy[19] = 1;
-  return copy;
 }
 
 /** The engine's version, e.g. "0.1.0". */
