@@ -15,9 +15,10 @@ import { backup, deserialize, type Image, imageOpenOptions, isImage, serialize }
 import type { Internals } from "./internals.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
 import { type Params, type RunResult, Statement } from "./statement.ts";
+import { type EngineStats, STAT_SLOTS, statsFrom } from "./stats.ts";
 import { retryLost, transaction, type TransactionFunction } from "./transaction.ts";
 import process from "node:process";
-import { FILE_CONTROLS, refusedOp } from "./filecontrol.ts";
+import { controlArgument } from "./filecontrol.ts";
 import {
   asBytes,
   type BindParams,
@@ -31,11 +32,11 @@ import {
 } from "./values.ts";
 
 export type { AggregateOptions, FunctionOptions } from "./functions.ts";
+export type { EngineStats } from "./stats.ts";
 export type { TransactionFunction } from "./transaction.ts";
 // test/transaction.test.ts reads the backoff from here.
 export { backoffMs } from "./transaction.ts";
 
-const STAT_SLOTS = 32; // MW_STAT_COUNT in multiwriter.h
 const QUERY_CACHE_MAX = 256;
 /** The message of any use of a closed database (bun:sqlite's words). */
 const CLOSED = "Database has closed";
@@ -44,64 +45,6 @@ const CACHE_COUNT = Symbol.for("Bun.Database.cache.count");
 
 /** Busy timeout of the PRAGMAs run while opening (ms). */
 const SETUP_BUSY_MS = 5000;
-
-/** The engine's counters for a connection (see native/include/multiwriter.h). */
-export interface EngineStats {
-  /** The connection runs on the multi-writer engine. */
-  engine: boolean;
-  /** The epoch of the snapshot the open transaction reads (0 outside one). */
-  snapshotEpoch: number;
-  /** The epoch of this connection's last commit. */
-  commitEpoch: number;
-  /** Commits of this connection. */
-  commits: number;
-  /** Commits refused, all kinds together. */
-  conflicts: number;
-  /** Commits refused because another commit wrote a page this one wrote. */
-  conflictWrite: number;
-  /** Commits refused because another commit wrote a page this one read. */
-  conflictRead: number;
-  /** Commits refused because the schema changed. */
-  conflictSchema: number;
-  /** Commits refused because the disk was full. */
-  conflictFull: number;
-  /** Bytes in the durable log (`<db>-mw`). */
-  logBytes: number;
-  /** Compactions of the log into the database file. */
-  compactions: number;
-  /** The newest epoch visible to new transactions. */
-  visibleEpoch: number;
-  /** Page versions kept for open snapshots. */
-  pinnedVersions: number;
-  /** Pages relocated by the engine. */
-  relocations: number;
-  /** Commits merged with a concurrent one. */
-  merges: number;
-  /** Times this connection waited its turn on a hot spot. */
-  turns: number;
-  /** Relocations refused. */
-  relocateRefused: number;
-  /** Background worker threads of the process, shared by every open engine database. */
-  backgroundThreads: number;
-  /** Steps the background workers ran for this database's compactor (none while it is idle). */
-  compactorRuns: number;
-  /** Steps of log room a commit had to zero itself, on the commit path (normally
-   *  zeroed ahead, off it); a count that keeps rising means commits waited for the disk. */
-  logRoomInline: number;
-  /** Data syncs of the log this process issued; one covers a group of commits (with
-   *  `mw_mp=1`, of every process). */
-  logSyncs: number;
-  /** Commits merged row by row with the commits since their snapshot (`rebase: true`). */
-  rebases: number;
-  /** Merges refused: a row both changed, a declared row changed, overflow, no room. */
-  rebaseRefused: number;
-  /** Transactions run again by transaction() on this connection. */
-  retries: number;
-  /** Attempts of the last transaction() call (1 = no retry). */
-  lastTransactionAttempts: number;
-  /** Every slot of the engine's array, including ones added after this version. */
-  raw: number[];
-}
 
 // The databases of this JS thread that are open: closed when the process exits normally, as
 // bun:sqlite does, so that the engine checkpoints and a normal exit leaves only the .db.
@@ -201,12 +144,9 @@ export class Database {
     const uri = toUri(file, params);
     // An image is deserialized into a writable memory database, read-only there if asked.
     const readonly = o.readonly && image === null;
-    const flags = (readonly ? constants.SQLITE_OPEN_READONLY : constants.SQLITE_OPEN_READWRITE |
-      (o.create ? constants.SQLITE_OPEN_CREATE : 0)) |
-      constants.SQLITE_OPEN_URI | constants.SQLITE_OPEN_NOMUTEX | constants.SQLITE_OPEN_EXRESCODE;
     const s = this.#sym;
     const cell = new BigUint64Array(1);
-    const rc = s.sqlite3_open_v2(cstr(uri), cell, flags, null);
+    const rc = s.sqlite3_open_v2(cstr(uri), cell, openFlags(readonly, o.create), null);
     const db = this.#f.outPtr(cell);
     if (rc !== SQLITE_OK) {
       const message = causeFirst(
@@ -617,7 +557,7 @@ export class Database {
     return this.run(sql, ...params);
   }
 
-  // ---- transactions ----
+  // ---- transactions (lib/transaction.ts) ----
 
   #internalRun(sql: string): void {
     let stmt = this.#internal.get(sql);
@@ -639,7 +579,7 @@ export class Database {
     return transaction(this.#conn, fn);
   }
 
-  // ---- functions, extensions, images, file controls ----
+  // ---- functions (lib/functions.ts), extensions, images (lib/images.ts), file controls ----
 
   /**
    * Defines (or replaces) a scalar SQL function. The options may come before the function
@@ -749,33 +689,7 @@ export class Database {
       string | undefined,
     ];
     const db = this.#handle();
-    if (!Number.isInteger(op)) throw new TypeError("sqlite-multiwriter: fileControl() takes an integer op");
-    const shape = FILE_CONTROLS.get(op);
-    if (shape === undefined) {
-      throw new RangeError(`sqlite-multiwriter: file control ${op} is not supported: ${refusedOp(op)}`);
-    }
-    let buf: ArrayBufferView | null;
-    if (arg === undefined || arg === null) {
-      if (shape.bytes > 0) {
-        throw new TypeError(`sqlite-multiwriter: file control ${op} needs an argument of ${shape.bytes} bytes`);
-      }
-      buf = null;
-    } else if (typeof arg === "number" || typeof arg === "bigint") {
-      if (shape.number === undefined) {
-        throw new TypeError(`sqlite-multiwriter: file control ${op} takes a buffer of ${shape.bytes} bytes, not a number`);
-      }
-      buf = shape.number === "i32" ? new Int32Array([Number(arg)]) : new BigInt64Array([BigInt(arg)]);
-    } else if (ArrayBuffer.isView(arg)) {
-      buf = asBytes(arg); // the true byte length, whatever arg.length says
-      if (shape.bytes === 0 || buf.byteLength < shape.bytes) {
-        throw new RangeError(
-          `sqlite-multiwriter: file control ${op} ` +
-            (shape.bytes === 0 ? "takes no buffer" : `needs ${shape.bytes} bytes, the buffer has ${buf.byteLength}`),
-        );
-      }
-    } else {
-      throw new TypeError(`sqlite-multiwriter: fileControl() takes a number, a typed array or null, got ${describe(arg)}`);
-    }
+    const buf = controlArgument(op, arg);
     return this.#sym.sqlite3_file_control(db, cstr(schema, "the schema name"), op, buf);
   }
 
@@ -822,36 +736,7 @@ export class Database {
     const out = new BigInt64Array(STAT_SLOTS);
     const rc = this.#sym.mw_stats(db, cstr(schema), out, STAT_SLOTS);
     if (rc !== SQLITE_OK) throw this.#error(rc);
-    const raw = Array.from(out, (v) => Number(v));
-    const at = (i: number): number => raw[i] ?? 0;
-    return {
-      engine: at(0) === 1,
-      snapshotEpoch: at(1),
-      commitEpoch: at(2),
-      commits: at(3),
-      conflicts: at(4) + at(5) + at(6) + at(7),
-      conflictWrite: at(4),
-      conflictRead: at(5),
-      conflictSchema: at(6),
-      conflictFull: at(7),
-      logBytes: at(8),
-      compactions: at(9),
-      visibleEpoch: at(10),
-      pinnedVersions: at(11),
-      relocations: at(12),
-      merges: at(13),
-      turns: at(14),
-      relocateRefused: at(15),
-      backgroundThreads: at(21),
-      compactorRuns: at(22),
-      logRoomInline: at(24),
-      logSyncs: at(25),
-      rebases: at(28),
-      rebaseRefused: at(29),
-      retries: this.#conn.tx.retries,
-      lastTransactionAttempts: this.#conn.tx.lastAttempts,
-      raw,
-    };
+    return statsFrom(out, this.#conn.tx);
   }
 
   /**
@@ -1006,6 +891,13 @@ const CoreConstructor = Database as unknown as new (
  */
 export function openDbSqliteCore(path: string | URL, options: DatabaseOptions | number): Database {
   return new CoreConstructor(path, options, DB_SQLITE);
+}
+
+// The flags of sqlite3_open_v2: URI filenames, one thread per connection, extended codes.
+function openFlags(readonly: boolean, create: boolean): number {
+  const k = constants;
+  const access = readonly ? k.SQLITE_OPEN_READONLY : k.SQLITE_OPEN_READWRITE | (create ? k.SQLITE_OPEN_CREATE : 0);
+  return access | k.SQLITE_OPEN_URI | k.SQLITE_OPEN_NOMUTEX | k.SQLITE_OPEN_EXRESCODE;
 }
 
 // SQLite prefixes the error of an extension registered to load with every connection (the

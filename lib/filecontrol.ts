@@ -1,10 +1,10 @@
 // lib/filecontrol.ts: the file controls db.fileControl() may pass, with the size of the
-// argument each one reads or writes. C writes through the pointer it is given: a buffer
-// smaller than what the op writes would be overwritten past its end, so every op's size
-// is known here and checked, and ops of unknown size are refused.
-
-/** The engine's statistics control (MW_FCNTL_STATS): an int64_t[32]. */
-export const MW_FCNTL_STATS = 0x4d570001;
+// argument each one reads or writes, and the argument's buffer as C gets it. C writes
+// through the pointer it is given: a buffer smaller than what the op writes would be
+// overwritten past its end, so every op's size is known here and checked, and ops of
+// unknown size are refused. Never calls SQLite: the connection does (lib/database.ts).
+import { constants } from "./constants.ts";
+import { asBytes, describe } from "./values.ts";
 
 /** How an op's argument is shaped: its size in bytes, and how a number argument is stored. */
 interface OpShape {
@@ -38,7 +38,7 @@ export const FILE_CONTROLS: ReadonlyMap<number, OpShape> = new Map<number, OpSha
   [38, I32], // RESERVE_BYTES (int in/out)
   [40, I32], // EXTERNAL_READER (int out)
   [42, { bytes: 0 }], // RESET_CACHE (NULL)
-  [MW_FCNTL_STATS, { bytes: 256 }], // the engine's counters (int64_t[32])
+  [constants.MW_FCNTL_STATS, { bytes: 256 }], // the engine's counters (int64_t[32])
 ]);
 
 /** Why an op is refused when it is not in the table. */
@@ -52,4 +52,43 @@ export function refusedOp(op: number): string {
     default:
       return "its argument size is not known to sqlite-multiwriter, so a buffer cannot be checked";
   }
+}
+
+/**
+ * The buffer C gets for op's argument: null, a number as the int (or 64-bit int) the op
+ * takes, or the bytes of a typed array or DataView at least as long as the op writes.
+ * Throws for an op not in FILE_CONTROLS and for an argument of the wrong shape.
+ */
+export function controlArgument(
+  op: number,
+  arg: number | bigint | ArrayBufferView | null | undefined,
+): ArrayBufferView | null {
+  if (!Number.isInteger(op)) throw new TypeError("sqlite-multiwriter: fileControl() takes an integer op");
+  const shape = FILE_CONTROLS.get(op);
+  if (shape === undefined) {
+    throw new RangeError(`sqlite-multiwriter: file control ${op} is not supported: ${refusedOp(op)}`);
+  }
+  if (arg === undefined || arg === null) {
+    if (shape.bytes > 0) {
+      throw new TypeError(`sqlite-multiwriter: file control ${op} needs an argument of ${shape.bytes} bytes`);
+    }
+    return null;
+  }
+  if (typeof arg === "number" || typeof arg === "bigint") {
+    if (shape.number === undefined) {
+      throw new TypeError(`sqlite-multiwriter: file control ${op} takes a buffer of ${shape.bytes} bytes, not a number`);
+    }
+    return shape.number === "i32" ? new Int32Array([Number(arg)]) : new BigInt64Array([BigInt(arg)]);
+  }
+  if (!ArrayBuffer.isView(arg)) {
+    throw new TypeError(`sqlite-multiwriter: fileControl() takes a number, a typed array or null, got ${describe(arg)}`);
+  }
+  const buf = asBytes(arg); // the true byte length, whatever arg.length says
+  if (shape.bytes === 0 || buf.byteLength < shape.bytes) {
+    throw new RangeError(
+      `sqlite-multiwriter: file control ${op} ` +
+        (shape.bytes === 0 ? "takes no buffer" : `needs ${shape.bytes} bytes, the buffer has ${buf.byteLength}`),
+    );
+  }
+  return buf;
 }

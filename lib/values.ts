@@ -2,6 +2,7 @@
 // columns and function arguments, setting function results. Owns the type mapping
 // (integers, BigInt, blobs, empty strings and blobs that must never become NULL).
 import { SQLITE_MISUSE, SQLITE_RANGE } from "./codes.ts";
+import { SQLITE_UTF8 } from "./constants.ts";
 import { SQLiteError } from "./error.ts";
 import type { Ffi, Ptr } from "./ffi/index.ts";
 
@@ -14,8 +15,6 @@ export type BindParams = Record<string, BindValue>;
 
 /** SQLITE_TRANSIENT: SQLite copies the bytes during the call. */
 const TRANSIENT = -1;
-/** SQLITE_UTF8, the encoding argument of the *_text64 calls. */
-const UTF8 = 1;
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 // A non-empty buffer with length 0, so that "" binds as empty text and not as NULL.
@@ -114,7 +113,7 @@ export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string
       }
       // The 64-bit call: a length of 2 GiB or more is SQLITE_TOOBIG, never truncated.
       const bytes = encoder.encode(v);
-      return s.sqlite3_bind_text64(stmt, i, bytes, bytes.length, TRANSIENT, UTF8);
+      return s.sqlite3_bind_text64(stmt, i, bytes, bytes.length, TRANSIENT, SQLITE_UTF8);
     }
     case "bigint":
       if (v < INT64_MIN || v > INT64_MAX) {
@@ -226,7 +225,7 @@ export function setResult(f: Ffi, ctx: Ptr, v: unknown): void {
     case "string": {
       if (v.length === 0) return s.sqlite3_result_text(ctx, EMPTY_TEXT, 0, TRANSIENT);
       const bytes = encoder.encode(v);
-      s.sqlite3_result_text64(ctx, bytes, bytes.length, TRANSIENT, UTF8);
+      s.sqlite3_result_text64(ctx, bytes, bytes.length, TRANSIENT, SQLITE_UTF8);
       return;
     }
     case "boolean":
