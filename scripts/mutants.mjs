@@ -372,6 +372,14 @@ export const MUTANTS = [
     why: "an unqualified locking_mode=EXCLUSIVE reaches an attached engine file: its writes fail, and locking_mode=NORMAL does not bring them back",
   },
   {
+    id: "lane-lone-stash-grouped",
+    file: "vfs/lane.c",
+    find: "  if (k > 1) return mw_commit_group(group, k);\n",
+    replace: "  return mw_commit_group(group, k);\n",
+    tests: ["test_engine_interleaved"],
+    why: "a commit made while another connection of the thread holds a write lock goes the group path: no relocation, refused with mw_mp=1",
+  },
+  {
     id: "lane-read-set-empty",
     file: "vfs/lane.c",
     find: "    if (l->in_snap && pgno != 1) mw_pageset_add(&l->rs, pgno);\n",
