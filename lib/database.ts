@@ -17,6 +17,7 @@ import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri }
 import { type Params, type RunResult, Statement } from "./statement.ts";
 import { type EngineStats, STAT_SLOTS, statsFrom } from "./stats.ts";
 import { retryLost, transaction, type TransactionFunction } from "./transaction.ts";
+import { type AsyncTransaction, type AsyncTransactionOptions, AsyncPool } from "./async.ts";
 import process from "node:process";
 import { controlArgument } from "./filecontrol.ts";
 import {
@@ -109,6 +110,12 @@ export class Database {
   readonly #internal = new Map<string, Statement<object>>();
   readonly #callbacks: NativeCallback[] = [];
   readonly #blobs = new Map<SQLBlob, boolean>(); // open blobs: writable?
+  // What transactionAsync's pooled connections are opened with and given: the options as
+  // passed, the face, and the function(), aggregate() and loadExtension() calls made here.
+  readonly #rawOptions: DatabaseOptions | number;
+  readonly #face: typeof DB_SQLITE | undefined;
+  readonly #replay: ((d: Database) => void)[] = [];
+  #pool: AsyncPool | null = null;
 
   /**
    * Opens (and by default creates) a database. `path` is a file path, a file: URL, or
@@ -119,6 +126,8 @@ export class Database {
   constructor(path?: string | URL | Image, options?: DatabaseOptions | number);
   constructor(path: string | URL | Image = ":memory:", options: DatabaseOptions | number = {}, face?: typeof DB_SQLITE) {
     this.#bun = face !== DB_SQLITE;
+    this.#face = face;
+    this.#rawOptions = typeof options === "object" && options !== null ? { ...options } : options;
     const o = resolveOptions(options, this.#bun);
     this.#options = o;
     this.#mode = { bun: this.#bun, safe: o.safeIntegers, exact: o.int64 || !this.#bun };
@@ -579,6 +588,82 @@ export class Database {
     return transaction(this.#conn, fn);
   }
 
+  /**
+   * Wraps an async function in a transaction that may span awaits: each call runs
+   * `fn(tx, ...args)` on a connection of its own, taken from a pool this database owns, so
+   * that many calls are in flight at once on one event loop, each on its own snapshot.
+   * When its commit loses to another writer, fn runs again on fresh data (up to
+   * `maxAttempts`), after a backoff that waits with a timer. Without the engine
+   * (`multiwriter: false`, or in memory) calls run one at a time. See docs/async.md.
+   *
+   * @example
+   * ```ts
+   * const order = db.transactionAsync(async (tx, item: number) => {
+   *   const { stock } = tx.query("SELECT stock FROM items WHERE id = ?").get(item)!;
+   *   await audit(item);                       // another service: other orders run meanwhile
+   *   tx.run("UPDATE items SET stock = ? WHERE id = ?", Number(stock) - 1, item);
+   * });
+   * await order(7);
+   * ```
+   */
+  transactionAsync<A extends unknown[], R>(
+    fn: (tx: AsyncTransaction, ...args: A) => Promise<R> | R,
+    options: AsyncTransactionOptions = {},
+  ): (...args: A) => Promise<R> {
+    if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: transactionAsync() takes a function");
+    if (options.maxAttempts !== undefined && (!Number.isInteger(options.maxAttempts) || options.maxAttempts < 1)) {
+      throw new RangeError(`sqlite-multiwriter: maxAttempts must be a whole number from 1, got ${options.maxAttempts}`);
+    }
+    return (...args: A): Promise<R> => {
+      if (this.#db === null) return Promise.reject(misuse(CLOSED));
+      return this.#asyncPool().run(fn, options, args);
+    };
+  }
+
+  /** Connections of transactionAsync open now (0 before the first call). */
+  get asyncPoolSize(): number {
+    return this.#pool?.size ?? 0;
+  }
+
+  #asyncPool(): AsyncPool {
+    if (this.#pool !== null) return this.#pool;
+    const shared = isMemoryPath(this.#path) ? this : null;
+    const o = this.#options;
+    this.#pool = new AsyncPool({
+      open: () => this.#openPooled(),
+      shared,
+      max: this.#engine ? o.asyncPool : 1,
+      maxAttempts: o.maxAttempts,
+    });
+    return this.#pool;
+  }
+
+  // A connection like this one for transactionAsync: the same file and options, the same
+  // per-connection PRAGMAs, functions, extensions and ATTACHed databases.
+  #openPooled(): Database {
+    const d = this.#face === DB_SQLITE
+      ? openDbSqliteCore(this.#path, this.#rawOptions)
+      : new Database(this.#path, this.#rawOptions);
+    try {
+      for (const name of POOLED_PRAGMAS) {
+        const v = this.query(`PRAGMA ${name}`).values()[0]?.[0];
+        if (v !== undefined && v !== null) d.exec(`PRAGMA ${name} = ${typeof v === "string" ? `'${v}'` : String(v)}`);
+      }
+      for (const replay of this.#replay) replay(d);
+      for (const row of this.query("PRAGMA database_list").values()) {
+        const [, name, file] = row as [number, string, string];
+        if (name === "main" || name === "temp") continue;
+        const engine = file !== "" && this.stats(name).engine;
+        const target = file === "" ? ":memory:" : engine ? toUri(file, [["vfs", "multiwriter"]]) : file;
+        d.run("ATTACH ? AS ?", target, name);
+      }
+    } catch (e) {
+      d.close();
+      throw e;
+    }
+    return d;
+  }
+
   // ---- functions (lib/functions.ts), extensions, images (lib/images.ts), file controls ----
 
   /**
@@ -600,6 +685,7 @@ export class Database {
     b?: ((...args: SQLValue[]) => unknown) | FunctionOptions,
   ): this {
     defineFunction(this.#conn, name, a, b);
+    this.#replay.push((d) => d.function(name, a as FunctionOptions, b as (...args: SQLValue[]) => unknown));
     return this;
   }
 
@@ -617,6 +703,7 @@ export class Database {
    */
   aggregate<S = unknown>(name: string, options: AggregateOptions<S>): this {
     defineAggregate(this.#conn, name, options);
+    this.#replay.push((d) => d.aggregate(name, options));
     return this;
   }
 
@@ -638,6 +725,7 @@ export class Database {
     } finally {
       s.sqlite3_enable_load_extension(db, 0); // keep load_extension() out of SQL
     }
+    this.#replay.push((d) => d.loadExtension(path, entryPoint));
   }
 
   /** The database as bytes (the SQLite file format); a Buffer, as bun:sqlite returns. */
@@ -830,6 +918,9 @@ export class Database {
     if (db === null) return;
     // SQLite is inside a statement that called us: closing now would free it under itself.
     if (this.#conn.inCallback > 0) throw misuse("cannot close the database from inside a custom function or progress handler");
+    // transactionAsync runs in flight roll back; their next use of tx throws.
+    this.#pool?.close();
+    this.#pool = null;
     for (const stmt of [...this.#statements]) stmt.finalize();
     // A writable blob commits at its close: an error there (its writes lost) is thrown once
     // the connection is closed, never swallowed. A read-only blob's close only repeats an
@@ -889,6 +980,13 @@ const CoreConstructor = Database as unknown as new (
  * where the two drivers differ (integers beyond 2^53 always exact, unknown parameter names
  * and wrong parameter counts refused, ...).
  */
+// The per-connection PRAGMAs a pooled connection of transactionAsync copies from its owner.
+const POOLED_PRAGMAS = [
+  "foreign_keys", "synchronous", "busy_timeout", "recursive_triggers", "cache_size", "temp_store",
+  "trusted_schema", "automatic_index", "cell_size_check", "query_only", "secure_delete",
+  "reverse_unordered_selects", "defer_foreign_keys", "ignore_check_constraints",
+];
+
 export function openDbSqliteCore(path: string | URL, options: DatabaseOptions | number): Database {
   return new CoreConstructor(path, options, DB_SQLITE);
 }

@@ -12,6 +12,7 @@ import {
   openDbSqliteCore,
   type TransactionFunction,
 } from "./database.ts";
+import type { AsyncTransactionOptions } from "./async.ts";
 import type { BlobOpenOptions, SQLBlob } from "./blob.ts";
 import type { DatabaseOptions } from "./options.ts";
 import type { Statement as CoreStatement } from "./statement.ts";
@@ -36,6 +37,20 @@ export interface DbDatabaseOptions extends DatabaseOptions {
   unsafeConcurrency?: boolean;
   /** Accepted for compatibility: loadExtension() works without it. */
   enableLoadExtension?: boolean;
+}
+
+/** The `tx` of the @db/sqlite face's transactionAsync(): its connection's statements. */
+export interface DbAsyncTransaction {
+  /** A prepared statement of this transaction's connection. */
+  prepare(sql: string): Statement;
+  /** Runs SQL on this transaction's connection; returns the rows it changed. */
+  exec(sql: string, ...params: DbParams): number;
+  /** Alias of exec(). */
+  run(sql: string, ...params: DbParams): number;
+  /** 1 on the first run of fn, then 2, 3, ... when a lost commit made it run again. */
+  readonly attempt: number;
+  /** The AbortSignal given, if any. */
+  readonly signal: AbortSignal | undefined;
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -344,6 +359,28 @@ export class Database {
   /** Wraps fn in a transaction (see the core's transaction(): savepoints, retries). */
   transaction<A extends unknown[], R>(fn: (...args: A) => R): TransactionFunction<A, R> {
     return this.#db.transaction(fn);
+  }
+
+  /**
+   * Wraps an async function in a transaction that may span awaits, many in flight at once
+   * (see the core's transactionAsync()); `tx` has this face's prepare(), exec() and run().
+   */
+  transactionAsync<A extends unknown[], R>(
+    fn: (tx: DbAsyncTransaction, ...args: A) => Promise<R> | R,
+    options?: AsyncTransactionOptions,
+  ): (...args: A) => Promise<R> {
+    if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: transactionAsync() takes a function");
+    const json = this.#json;
+    return this.#db.transactionAsync((tx, ...args: A) => {
+      const face: DbAsyncTransaction = {
+        prepare: (sql) => new Statement(tx.prepare(sql), json),
+        exec: (sql, ...params) => tx.run(sql, ...convert(params)).changes,
+        run: (sql, ...params) => tx.run(sql, ...convert(params)).changes,
+        attempt: tx.attempt,
+        signal: tx.signal,
+      };
+      return fn(face, ...args);
+    }, options);
   }
 
   /** Defines a scalar SQL function (options before or after the function). */

@@ -34,6 +34,7 @@ export * from "./mod.ts";
 export {
   Database,
   type DbAggregateOptions,
+  type DbAsyncTransaction,
   type DbBindParams,
   type DbBindValue,
   type DbDatabaseOptions,

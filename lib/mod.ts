@@ -27,6 +27,7 @@ export {
   sqliteVersion,
   type TransactionFunction,
 } from "./database.ts";
+export type { AsyncTransaction, AsyncTransactionOptions } from "./async.ts";
 export { type BlobOpenOptions, SQLBlob } from "./blob.ts";
 export { constants } from "./constants.ts";
 export { SQLiteError } from "./error.ts";

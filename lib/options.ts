@@ -38,6 +38,11 @@ export interface DatabaseOptions {
   maxAttempts?: number;
   /** The native library file to load (see the README for the search order). */
   libraryPath?: string | URL;
+  /**
+   * Most connections transactionAsync() opens for its calls in flight (default 64; one
+   * more call waits for a connection to come back). Without the engine it is always 1.
+   */
+  asyncPool?: number;
   /** Engine: log size in MiB that triggers compaction (mw_log_max_mb). */
   logMaxMb?: number;
   /** Engine: validate the pages a transaction read (mw_readcheck, default true). */
@@ -68,6 +73,7 @@ const GENERAL: Record<string, Kind> = {
   busyTimeout: "number",
   maxAttempts: "number",
   libraryPath: "path",
+  asyncPool: "number",
 };
 /** Engine options and the URI parameter each becomes. */
 const ENGINE: Record<string, [Kind, string]> = {
@@ -89,6 +95,7 @@ export interface ResolvedOptions {
   busyTimeout: number;
   maxAttempts: number;
   libraryPath: string | URL | undefined;
+  asyncPool: number;
   /** URI parameters of the engine options given. */
   engineParams: [string, string][];
 }
@@ -101,6 +108,7 @@ export interface ResolvedOptions {
 const RANGES: Record<string, [number, number, string]> = {
   busyTimeout: [0, 2 ** 31 - 1, "milliseconds"],
   maxAttempts: [1, 2 ** 31 - 1, "attempts"],
+  asyncPool: [1, 4096, "connections"],
   logMaxMb: [1, 2 ** 20, "MiB"],
 };
 
@@ -213,6 +221,7 @@ export function resolveOptions(options: DatabaseOptions | number | undefined, bu
     busyTimeout: typeof o.busyTimeout === "number" ? o.busyTimeout : 5000,
     maxAttempts: typeof o.maxAttempts === "number" ? o.maxAttempts : 10_000,
     libraryPath: o.libraryPath as string | URL | undefined,
+    asyncPool: typeof o.asyncPool === "number" ? o.asyncPool : 64,
     engineParams,
   };
 }

@@ -1,0 +1,227 @@
+// db.transactionAsync(): many transactions in flight on one event loop, each on a pooled
+// connection of its own, interleaving at every await; lost commits run again.
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { Database, SQLiteError } from "../lib/mod.ts";
+import { Database as DbSqlite } from "../lib/jsr.ts";
+import { tempDir } from "./helpers.ts";
+
+const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const ACCOUNTS = 8;
+
+function bank(db: Database): void {
+  db.exec("CREATE TABLE acct(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL); CREATE TABLE hits(n INTEGER)");
+  db.exec("INSERT INTO hits VALUES (0)");
+  for (let i = 1; i <= ACCOUNTS; i++) db.run("INSERT INTO acct VALUES (?, 1000)", i);
+}
+
+// 64 transfers in flight at once, each reading, awaiting, then writing what it read plus
+// or minus: without isolation and retry, updates are lost and the total drifts.
+async function transfers(db: Database, n = 64): Promise<number> {
+  let retried = 0;
+  const transfer = db.transactionAsync(async (tx, from: number, to: number) => {
+    if (tx.attempt > 1) retried++;
+    const a = tx.query("SELECT balance FROM acct WHERE id = ?").get(from) as { balance: number };
+    const b = tx.query("SELECT balance FROM acct WHERE id = ?").get(to) as { balance: number };
+    const h = tx.query("SELECT n FROM hits").get() as { n: number };
+    await pause(Math.random() * 3);
+    tx.run("UPDATE acct SET balance = ? WHERE id = ?", a.balance - 7, from);
+    tx.run("UPDATE acct SET balance = ? WHERE id = ?", b.balance + 7, to);
+    tx.run("UPDATE hits SET n = ?", h.n + 1);
+  });
+  const runs: Promise<void>[] = [];
+  for (let i = 0; i < n; i++) {
+    const from = 1 + (i % ACCOUNTS);
+    const to = 1 + ((from + Math.floor(i / ACCOUNTS)) % ACCOUNTS); // never from itself
+    runs.push(transfer(from, to === from ? 1 + (from % ACCOUNTS) : to));
+  }
+  await Promise.all(runs);
+  return retried;
+}
+
+function checkBank(db: Database, n: number): void {
+  expect(db.query("SELECT sum(balance) AS s FROM acct").get()!.s).toBe(ACCOUNTS * 1000);
+  expect(db.query("SELECT n FROM hits").get()!.n).toBe(n);
+  expect(db.query("PRAGMA integrity_check").values()[0][0]).toBe("ok");
+}
+
+describe("transactionAsync", () => {
+  it("64 transfers in flight with awaits between read and write: no lost update, conflicts retried", async () => {
+    const db = new Database(join(tempDir(), "bank.db"));
+    bank(db);
+    const retried = await transfers(db);
+    checkBank(db, 64);
+    expect(retried).toBeGreaterThan(0);
+    expect(db.asyncPoolSize).toBeGreaterThan(1);
+    expect(db.asyncPoolSize).toBeLessThanOrEqual(64);
+    db.close();
+  });
+
+  it("the same with processes: true", async () => {
+    const db = new Database(join(tempDir(), "bank-mp.db"), { processes: true });
+    bank(db);
+    await transfers(db);
+    checkBank(db, 64);
+    db.close();
+  });
+
+  it("transactions that grow the file at once all commit, relocated instead of retried", async () => {
+    const db = new Database(join(tempDir(), "grow.db"));
+    const N = 16;
+    for (let i = 0; i < N; i++) db.exec(`CREATE TABLE g${i}(id INTEGER PRIMARY KEY, v BLOB)`);
+    let retried = 0;
+    // Each holds its write transaction across the await, so every commit comes while other
+    // connections of the thread hold theirs; each grows the file from the same size (a row
+    // with overflow pages into a table of its own): without relocation all but one lose.
+    const add = db.transactionAsync(async (tx, i: number) => {
+      if (tx.attempt > 1) retried++;
+      tx.run(`INSERT INTO g${i} VALUES (1, randomblob(20000))`);
+      await pause(2);
+    });
+    await Promise.all(Array.from({ length: N }, (_, i) => add(i)));
+    for (let i = 0; i < N; i++) expect(db.query(`SELECT length(v) AS n FROM g${i}`).get()!.n).toBe(20000);
+    expect(db.query("PRAGMA integrity_check").values()[0][0]).toBe("ok");
+    expect(retried).toBeLessThan(N / 2);
+    db.close();
+  });
+
+  it("pooled connections get the database's PRAGMAs and functions: a foreign key is enforced", async () => {
+    const db = new Database(join(tempDir(), "fk.db"));
+    db.exec("PRAGMA foreign_keys = ON");
+    db.exec("CREATE TABLE p(id INTEGER PRIMARY KEY); CREATE TABLE c(p INTEGER REFERENCES p(id))");
+    db.function("twice", (x) => Number(x) * 2);
+    const bad = db.transactionAsync(async (tx) => {
+      await pause(1);
+      tx.run("INSERT INTO c VALUES (42)");
+    });
+    await expect(bad()).rejects.toThrow(/FOREIGN KEY/);
+    const good = db.transactionAsync(async (tx) => {
+      tx.run("INSERT INTO p VALUES (twice(21))");
+      await pause(1);
+      tx.run("INSERT INTO c VALUES (42)");
+      return (tx.query("PRAGMA foreign_keys").get() as { foreign_keys: number }).foreign_keys;
+    });
+    expect(await good()).toBe(1);
+    expect(db.query("SELECT count(*) AS n FROM c").get()!.n).toBe(1);
+    db.close();
+  });
+
+  it("an error rolls back and rejects with it; tx after the function settled throws", async () => {
+    const db = new Database(join(tempDir(), "err.db"));
+    db.exec("CREATE TABLE t(x)");
+    let kept: Parameters<Parameters<Database["transactionAsync"]>[0]>[0] | undefined;
+    const failing = db.transactionAsync(async (tx) => {
+      kept = tx;
+      tx.run("INSERT INTO t VALUES (1)");
+      await pause(1);
+      throw new Error("boom");
+    });
+    await expect(failing()).rejects.toThrow("boom");
+    expect(db.query("SELECT count(*) AS n FROM t").get()!.n).toBe(0);
+    expect(() => kept!.run("INSERT INTO t VALUES (2)")).toThrow(/after its transactionAsync function settled/);
+    let stmt: { run: (...a: number[]) => unknown } | undefined;
+    await db.transactionAsync((tx) => {
+      stmt = tx.prepare("INSERT INTO t VALUES (?)");
+      stmt.run(3);
+    })();
+    expect(() => stmt!.run(4)).toThrow(/after its transactionAsync function settled/);
+    expect(db.query("SELECT count(*) AS n FROM t").get()!.n).toBe(1);
+    expect(() => db.transactionAsync(42 as never)).toThrow(TypeError);
+    db.close();
+  });
+
+  it("an AbortSignal cancels a run: rolled back, rejected with the reason", async () => {
+    const db = new Database(join(tempDir(), "abort.db"));
+    db.exec("CREATE TABLE t(x)");
+    const ac = new AbortController();
+    const run = db.transactionAsync(async (tx) => {
+      tx.run("INSERT INTO t VALUES (1)");
+      await pause(5);
+      tx.run("INSERT INTO t VALUES (2)");
+    }, { signal: ac.signal });
+    const p = run();
+    setTimeout(() => ac.abort(new Error("client went away")), 1);
+    await expect(p).rejects.toThrow("client went away");
+    expect(db.query("SELECT count(*) AS n FROM t").get()!.n).toBe(0);
+    await expect(run()).rejects.toThrow("client went away"); // already aborted: never starts
+    db.close();
+  });
+
+  it("close() during flight rolls back the runs in flight and rejects them; nothing half-written", async () => {
+    const path = join(tempDir(), "close.db");
+    const db = new Database(path);
+    db.exec("CREATE TABLE t(x)");
+    const slow = db.transactionAsync(async (tx) => {
+      tx.run("INSERT INTO t VALUES (1)");
+      await pause(20);
+      tx.run("INSERT INTO t VALUES (2)");
+    });
+    const runs = [slow(), slow(), slow()];
+    await pause(5);
+    db.close();
+    for (const r of runs) await expect(r).rejects.toThrow(/Database has closed/);
+    await expect(slow()).rejects.toThrow(/Database has closed/);
+    const again = new Database(path);
+    expect(again.query("SELECT count(*) AS n FROM t").get()!.n).toBe(0);
+    again.close();
+  });
+
+  it("the pool is bounded by asyncPool: more calls wait for a connection", async () => {
+    const db = new Database(join(tempDir(), "pool.db"), { asyncPool: 3 });
+    db.exec("CREATE TABLE t(x)");
+    let inFlight = 0, most = 0;
+    const add = db.transactionAsync(async (tx, i: number) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await pause(2);
+      tx.run("INSERT INTO t VALUES (?)", i);
+      inFlight--;
+    });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => add(i)));
+    expect(most).toBe(3);
+    expect(db.asyncPoolSize).toBe(3);
+    expect(db.query("SELECT count(*) AS n FROM t").get()!.n).toBe(20);
+    expect(() => new Database(":memory:", { asyncPool: 0 })).toThrow(RangeError);
+    db.close();
+  });
+
+  it("without the engine (multiwriter: false, and in memory) the same code runs, serialized", async () => {
+    for (const open of [() => new Database(join(tempDir(), "stock.db"), { multiwriter: false }), () => new Database(":memory:")]) {
+      const db = open();
+      bank(db);
+      await transfers(db, 16);
+      checkBank(db, 16);
+      expect(db.asyncPoolSize).toBe(1);
+      db.close();
+    }
+  });
+
+  it("the @db/sqlite face (JSR entry) has it too, with its own statement shape", async () => {
+    const db = new DbSqlite(join(tempDir(), "face.db"));
+    db.exec("CREATE TABLE t(x)");
+    const add = db.transactionAsync(async (tx, v: number) => {
+      await pause(1);
+      return tx.exec("INSERT INTO t VALUES (?)", v);
+    });
+    expect(await Promise.all([add(1), add(2), add(3)])).toEqual([1, 1, 1]);
+    expect(db.prepare("SELECT count(*) FROM t").value<[number]>()![0]).toBe(3);
+    db.close();
+  });
+
+  it("a lost commit run out of attempts rejects with SQLITE_BUSY_SNAPSHOT", async () => {
+    const db = new Database(join(tempDir(), "max.db"));
+    db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");
+    const other = new Database(db.filename);
+    const bump = db.transactionAsync(async (tx) => {
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      other.run("UPDATE c SET n = n + 100"); // always wins
+      tx.run("UPDATE c SET n = ?", n + 1);
+    }, { maxAttempts: 3 });
+    const e = await bump().catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(SQLiteError);
+    expect((e as SQLiteError).code).toBe("SQLITE_BUSY_SNAPSHOT");
+    expect(db.query("SELECT n FROM c").get()!.n).toBe(300);
+    other.close();
+    db.close();
+  });
+});
