@@ -59,22 +59,27 @@ pub const release_targets = [_]struct { name: []const u8, triple: []const u8 }{
     .{ .name = "win32-x64", .triple = "x86_64-windows-gnu" },
 };
 
-/// The engine's folders under native/src, one per layer (docs/design.md, "Files"):
-/// every one is an include path, so that a file includes another's header by name.
+/// The engine's folders under native/src, one per layer from the bottom up
+/// (docs/design.md, "Files"): their .c files are the engine's sources. Only native/src
+/// itself is an include path: a file includes another folder's header with the folder
+/// (`#include "growth/relocate.h"`).
 const engine_dirs = [_][]const u8{
     "native/src",
-    "native/src/vfs",
-    "native/src/core",
+    "native/src/platform",
+    "native/src/btree",
     "native/src/durability",
+    "native/src/core",
     "native/src/growth",
     "native/src/rebase",
     "native/src/processes",
+    "native/src/compact",
+    "native/src/vfs",
 };
 
 /// Adds the include paths of the engine's headers (and SQLite's) to a module.
 fn addEngineIncludes(b: *std.Build, mod: *std.Build.Module) void {
     mod.addIncludePath(b.path("native/include"));
-    for (engine_dirs) |d| mod.addIncludePath(b.path(d));
+    mod.addIncludePath(b.path("native/src"));
     mod.addIncludePath(b.path("native/sqlite"));
 }
 
@@ -482,7 +487,7 @@ fn addEmulatedTests(b: *std.Build) void {
             if (std.mem.eql(u8, prog, "dll_smoke")) {
                 mod.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });
             } else {
-                mod.addCSourceFiles(.{ .files = &.{ "release/test/platform_test.c", "native/src/durability/platform_posix.c" }, .flags = &engine_flags });
+                mod.addCSourceFiles(.{ .files = &.{ "release/test/platform_test.c", "native/src/platform/platform_posix.c" }, .flags = &engine_flags });
             }
             if (target.result.isGnuLibC()) {
                 mod.linkSystemLibrary("dl", .{});
@@ -516,7 +521,7 @@ fn addPlatformTests(b: *std.Build) void {
             addEngineIncludes(b, m);
         }
         platform.addCSourceFiles(.{
-            .files = &.{ "release/test/platform_test.c", if (windows) "native/src/durability/platform_win.c" else "native/src/durability/platform_posix.c" },
+            .files = &.{ "release/test/platform_test.c", if (windows) "native/src/platform/platform_win.c" else "native/src/platform/platform_posix.c" },
             .flags = &engine_flags,
         });
         smoke.addCSourceFile(.{ .file = b.path("release/test/dll_smoke.c"), .flags = &engine_flags });

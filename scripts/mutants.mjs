@@ -72,7 +72,7 @@ export const MUTANTS = [
   // ---- compact.c -------------------------------------------------------------------------
   {
     id: "compact-stale-request-kept",
-    file: "durability/compact.c",
+    file: "compact/compact.c",
     find: "  if (db->want_compact && mw_log_size(db->log) <= db->opts.log_max_bytes) db->want_compact = 0;",
     replace: "",
     tests: ["test_mp"],
@@ -81,7 +81,7 @@ export const MUTANTS = [
   },
   {
     id: "compact-last-close-switches",
-    file: "durability/compact.c",
+    file: "compact/compact.c",
     find: "    int rc = mw_log_emptied(db->log, m);",
     replace: "    int rc = SQLITE_MISUSE;",
     tests: ["test_engine_compact_sync"],
@@ -177,7 +177,7 @@ export const MUTANTS = [
   },
   {
     id: "compact-sync-after-cut",
-    file: "durability/compact.c",
+    file: "compact/compact.c",
     find:
       "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n" +
       "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
@@ -198,7 +198,7 @@ export const MUTANTS = [
   },
   {
     id: "compact-ignores-snapshots",
-    file: "durability/compact.c",
+    file: "compact/compact.c",
     find:
       "  if (how == MW_COMPACT_TICK)\n" +
       "    for (mw_lane *l = db->lanes; l; l = l->next_in_db)\n" +
@@ -209,7 +209,7 @@ export const MUTANTS = [
   },
   {
     id: "compact-no-pin",
-    file: "durability/compact.c",
+    file: "compact/compact.c",
     find: "if (!broken && m > since) db->compacting = m;",
     replace: "(void)0;",
     tests: ["test_engine_recover", "test_engine_compact_snapshot"],

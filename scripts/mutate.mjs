@@ -85,7 +85,8 @@ function zigList(name) {
 const sqliteFlags = zigList("sqlite_flags");
 const posixFlags = zigList("posix_flags");
 const engineFlags = zigList("engine_flags");
-// The engine's folders (native/src and one per layer), relative to native/src.
+// The engine's folders (native/src and one per layer), relative to native/src: their .c
+// files are the engine; native/src alone is the include path of its headers.
 const engineDirs = zigList("engine_dirs").map((d) => d.slice("native/src".length).replace(/^\//, ""));
 
 const { zig } = bootstrap();
@@ -109,7 +110,7 @@ const ttest = join(tree, "native", "test");
 
 const includes = [
   `-I${join(tree, "native", "include")}`,
-  ...engineDirs.map((d) => `-I${join(tsrc, d)}`),
+  `-I${tsrc}`,
   `-I${join(root, "native", "sqlite")}`,
   `-I${join(tree, "native", "test")}`,
 ];

@@ -1,7 +1,8 @@
 # scripts/zig-flags.sh: sourced by the clang builds (sanitize.sh, fuzz.sh) to get the -D
 # flags of build.zig (sqlite_flags, posix_flags, engine_flags) and the engine's folders
 # (engine_dirs) from the file itself, so that there is one list only. Sets also
-# engine_includes (-I of each folder) and engine_srcs (every .c of them). Run from the
+# engine_includes (-Inative/src: the only include path of the engine's headers, which
+# are included with their folder) and engine_srcs (every .c of the folders). Run from the
 # repository root; $1 names the caller in errors.
 zig_list() {
   awk -v name="$1" '
@@ -14,10 +15,9 @@ mapfile -t sqlite_flags < <(zig_list sqlite_flags)
 mapfile -t posix_flags < <(zig_list posix_flags)
 mapfile -t engine_flags < <(zig_list engine_flags)
 mapfile -t engine_dirs < <(zig_list engine_dirs)
-engine_includes=()
+engine_includes=(-Inative/src)
 engine_srcs=()
 for d in "${engine_dirs[@]}"; do
-  engine_includes+=("-I$d")
   for f in "$d"/*.c; do [ -e "$f" ] && engine_srcs+=("$f"); done
 done
 if [ ${#sqlite_flags[@]} -lt 5 ] || [ ${#posix_flags[@]} -lt 1 ] || [ ${#engine_flags[@]} -lt 3 ] ||

@@ -3,7 +3,7 @@
 **   zig-out/bin/bench_log [dir] [seconds] [pages per commit]
 ** Prints one line per case: commits/s and mean latency. */
 #include "mw_internal.h"
-#include "log.h"
+#include "durability/log.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -38,9 +38,9 @@
 #include "multiwriter.h"
 #include "sqlite3.h"
 #ifdef MW_TAIL_TRACE
-/* Where slow transactions spend their time (engine.h): each transaction over
+/* Where slow transactions spend their time (core/db.h): each transaction over
 ** MWBENCH_TAIL_US (default 5000) microseconds is printed to stderr. */
-#include "../../native/src/engine.h"
+#include "core/db.h"
 #endif
 
 enum { V_SQLITE, V_SQLITE_WAIT, V_MW, V_MWR, V_COUNT };

@@ -19,8 +19,8 @@
 **           increasing keys, every cell in the usable area.
 */
 #include "mw_internal.h"
-#include "rebase.h"
-#include "relocate.h"
+#include "rebase/rebase.h"
+#include "growth/relocate.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,8 +17,8 @@
 ** MW_FUZZ_VERBOSE=1 prints the result of each open.
 */
 #include "mw_internal.h"
-#include "log.h"
-#include "log_format.h"
+#include "durability/log.h"
+#include "durability/log_format.h"
 
 #include <stdio.h>
 #include <stdlib.h>

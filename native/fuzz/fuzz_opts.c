@@ -8,6 +8,7 @@
 ** the engine.
 */
 #include "engine.h"
+#include "vfs/vfs.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,29 +1,26 @@
 /*
-** engine.h: the types shared by the engine's parts (vfs.c, lane.c, store.c, db.c,
-** commit.c, compact.c). docs/design.md explains how they fit together.
+** engine.h: the types the engine's parts share (docs/design.md, "Files"): the options,
+** the page store's versions and chains, the page set, the open database, the lane
+** (one connection) and the file the VFS hands to SQLite. Only types and the constants
+** that shape them: every function is declared by the header of its own folder's
+** module (core/store.h, core/db.h, vfs/lane.h, ...).
 **
 ** Ownership in one line each:
-**   mw_store  committed page versions by (page, epoch), behind lock stripes (store.c)
+**   mw_store  committed page versions by (page, epoch), behind lock stripes (core/store.c)
 **   mw_db     one open database of the process: epochs, visibility, snapshots,
-**             the log, the compactor (db.c, compact.c)
-**   mw_lane   one connection: private WAL, private wal-index, snapshot, read set (lane.c)
-**   commit    validation, epoch assignment, install, log, visibility (commit.c)
+**             the log, the compactor (core/db.c, compact/compact.c)
+**   mw_lane   one connection: private WAL, private wal-index, snapshot, read set
+**             (vfs/lane.c)
+**   commit    validation, epoch assignment, install, log, visibility (core/commit.c)
 */
 #ifndef MW_ENGINE_H
 #define MW_ENGINE_H
 
 #include "mw_internal.h"
-#include "background.h"
-#include "owner.h"
+#include "platform/background.h"
 
-/* 1 once the log (log.c) is part of the build; 0 keeps commits in memory only. */
-#ifndef MW_USE_LOG
-#  define MW_USE_LOG 1
-#endif
-
-#if MW_USE_LOG
-#  include "log.h"
-#endif
+typedef struct mw_owner mw_owner; /* core/owner.h */
+typedef struct mw_log mw_log;     /* durability/log.h */
 
 #ifndef MW_STRIPES
 #  define MW_STRIPES 64        /* lock stripes of the page store (page mod N), at most 64 */
@@ -40,10 +37,6 @@ typedef struct mw_opts {
   int mp;                      /* mw_mp: many processes on one database (mp.c) */
   int rebase;                  /* mw_rebase: merge table leaves on a conflict (rebase.c) */
 } mw_opts;
-
-/* Parses the mw* URI parameters of a main-database name. Returns SQLITE_OK, or an
-** error with *pzErr (sqlite3_malloc) naming the parameter. */
-int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr);
 
 /* ---------------------------------------------------------------- store */
 typedef struct mw_pver {
@@ -79,56 +72,8 @@ typedef struct mw_store {
   mw_stripe stripe[MW_STRIPES];
 } mw_store;
 
-/* cache_pages: how many pages read from the database file the store keeps (as
-** version epoch 0: the file's content, which every snapshot older than the chain's
-** first version sees), so that the next transactions do not read them again. */
-int mw_store_init(mw_store *s, int page_size, uint32_t cache_pages);
-/* Keeps a copy of a whole page that a reader at snapshot `snap` just read from the
-** file (no version <= snap existed). */
-void mw_store_cache_file_page(mw_store *s, uint32_t pgno, const void *img, uint64_t snap);
-void mw_store_free(mw_store *s);
-static inline int mw_stripe_of(uint32_t pgno) { return (int)(pgno % MW_STRIPES); }
-void mw_store_lock(mw_store *s, int stripe);
-void mw_store_unlock(mw_store *s, int stripe);
-
-/* Under the stripe lock: the chain of pgno, or NULL. */
-mw_chain *mw_store_chain_locked(mw_store *s, uint32_t pgno);
-/* The version a view sees: newest with epoch <= snap or epoch in own[0..nown-1]. */
-const mw_pver *mw_chain_view(const mw_chain *c, uint64_t snap, const uint64_t *own, int nown);
-/* Under the stripe lock: appends a version (epoch newer than every other of the
-** chain) and frees the versions that no snapshot >= oldest can read. The store owns
-** img afterwards. Returns SQLITE_NOMEM (img freed) on failure. */
-int mw_store_install_locked(mw_store *s, uint32_t pgno, uint64_t epoch, unsigned char *img,
-                            uint64_t oldest);
-/* Installs a log record's pages at `epoch`, each under its stripe, passing `prune` to
-** mw_store_install_locked: with images (npages of s->page_size bytes, back to back),
-** copies of them; without (images 0), lazy versions at the log offsets ats[i].
-** SQLITE_NOMEM when a copy cannot be made (the pages before it are installed).
-** Lazy versions (mw_mp=1): another process's pages are read from the log only when
-** somebody needs the image (most are never read by this process: they are superseded
-** or compacted first); set_loader gives the function that reads them. */
-int mw_store_install_record(mw_store *s, uint64_t epoch, int npages, const uint32_t *pgnos,
-                            const unsigned char *images, const uint64_t *ats, uint64_t prune);
-void mw_store_set_loader(mw_store *s, mw_store_loader load, void *ctx);
-/* Under the page's stripe lock: the image of version v of chain c, read first if lazy;
-** 0 when that read failed (*pRc says why). */
-const unsigned char *mw_store_image(mw_store *s, const mw_chain *c, const mw_pver *v, int *pRc);
-/* Copies bytes [off, off+amt) of the page as seen by the view into buf: 1 when found,
-** 0 when the store has no version for the view, or a negative SQLite code (negated)
-** when a lazy version could not be read. */
-int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own, int nown,
-                  void *buf, int off, int amt);
-/* Garbage collection: frees versions older than the newest one <= oldest, drops
-** chains whose only version is <= min(oldest, compacted). *pPinned receives the
-** versions kept only for snapshots older than `visible`; *pChains the chains left. */
-void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visible,
-                 int64_t *pPinned, int64_t *pChains);
-
-/* One page to write back into the database file. */
+/* One page to write back into the database file (mw_store_collect). */
 typedef struct mw_page_out { uint32_t pgno; unsigned char *img; } mw_page_out;
-/* Collects a copy of the newest version <= upto of every page changed after `since`.
-** *pOut is malloc'ed (free each img and the array with free). */
-int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN);
 
 /* ---------------------------------------------------------------- page sets */
 typedef struct mw_pageset {
@@ -136,10 +81,6 @@ typedef struct mw_pageset {
   uint32_t cap, count;
   int failed;                  /* a page could not be recorded: refuse the commit */
 } mw_pageset;
-void mw_pageset_add(mw_pageset *s, uint32_t pgno);
-int mw_pageset_has(const mw_pageset *s, uint32_t pgno);
-void mw_pageset_clear(mw_pageset *s);
-void mw_pageset_free(mw_pageset *s);
 
 /* ---------------------------------------------------------------- database */
 typedef struct mw_lane mw_lane;
@@ -221,209 +162,26 @@ struct mw_db {
   int64_t chains;
   uint64_t commits_since_gc;
 
-#if MW_USE_LOG
   mw_log *log;
-#endif
   uint64_t log_bytes;          /* last known log size */
   mw_mp *mp;                   /* multi-process mode (mw_mp=1), else NULL (mp.c) */
 };
 
-/* Finds or opens the shared state of the database at zPath (a full path). The
-** first open converts the file to WAL, opens the log and replays it; a first open for
-** a read-only connection (readonly: SQLITE_OPEN_READONLY) converts nothing. */
-int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, int readonly,
-                  mw_db **out, char **pzErr);
-/* Drops one reference; the last one compacts everything, deletes the log and
-** frees the state. */
-int mw_db_release(mw_db *db);
-/* 1 when zPath names an open engine database (by file identity: any of its names). */
-int mw_db_is_open(const char *zPath);
-
-/* PRAGMA page_size / auto_vacuum on a database nothing was written to yet: writes
-** it again, empty, with that page size (0: the same) and auto-vacuum mode (-1: the
-** same; 0 none, 1 full, 2 incremental), as SQLite would have created it. *pDone is 0
-** (and nothing changes) when the database is not empty, the settings are already
-** those, or a transaction of any lane is in flight. */
-int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone);
-
-/* Registers the lane in db->lanes (under db->mu). */
-void mw_db_add_lane(mw_db *db, mw_lane *l);
-void mw_db_remove_lane(mw_db *db, mw_lane *l);
-/* Starts a snapshot for the lane: *pSnap and *pSize at the newest visible epoch. */
-void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
-void mw_db_snapshot_end(mw_db *db, mw_lane *l);
-/* The same for a transaction's snapshot, with the hot-spot turn: a lane that lost
-** MW_TURN_AFTER commits in a row waits for the transactions in flight to end and
-** holds new ones back until its own transaction ends (each wait is bounded, so
-** two connections used by one thread cannot deadlock). */
+/* The hot-spot turn (core/turn.c): a lane that lost MW_TURN_AFTER commits in a row
+** waits for the transactions in flight to end and holds new ones back until its own
+** transaction ends (each wait is bounded, so two connections used by one thread
+** cannot deadlock). */
 #define MW_TURN_AFTER 8
 #define MW_TURN_WAIT_MS 50
-#define MW_TURN_HOLD_MS 500    /* the head of the turn queue keeps its place at most */
+#define MW_TURN_HOLD_MS 500    /* the head of the turn queue keeps its place at most
+                                  (processes/mp.c bounds the turn across processes
+                                  by it too) */
 /* A lane's heat: each refusal adds a quarter of the distance to MW_HEAT_MAX, each
 ** commit outside the turn takes an eighth off (and 1), each commit in the turn a
 ** 128th (and 1). A lane at MW_HEAT_QUEUE or more queues for the turn at once; such
 ** a holder is not exclusive (turn.c). */
-/* MW_TAIL_TRACE (off unless defined before this header, e.g. -DMW_TAIL_TRACE): the
-** calling thread's time in the engine's waits for its current transaction, for
-** finding where slow transactions spend their time (bench/native/mwbench.c reads
-** it). The caller zeroes it before a transaction. */
-#ifdef MW_TAIL_TRACE
-typedef struct {
-  uint64_t begin_ns;   /* mw_db_txn_begin: db->mu and the turn's waits */
-  uint64_t turn_ns;    /* of that, in mw_turn_enter_locked */
-  uint64_t commit_ns;  /* mw_commit, whole */
-  uint64_t durable_ns; /* of that, make_durable (log write, group sync) */
-  uint64_t visible_ns; /* of that, make_visible */
-  uint64_t refuse_ns;  /* of that, a refused holder's wait for its snapshot */
-  uint64_t end_ns;     /* mw_db_txn_end */
-  uint64_t reserve_ns; /* of commit_ns, reserve (room in the log) */
-  uint64_t lock_ns;    /* of commit_ns, lock_stripes */
-  uint64_t assign_ns;  /* of commit_ns, assign */
-  int begins, held, exclusive, refused, probes;
-} mw_tail_trace;
-extern _Thread_local mw_tail_trace mw_tail;
-#define MW_TAIL(stmt) do { stmt; } while (0)
-#else
-#define MW_TAIL(stmt) do { } while (0)
-#endif
 #define MW_HEAT_MAX 1024
 #define MW_HEAT_QUEUE 512
-/* A turn holder's commit hands the turn over once installed (before its sync);
-** the next holder's snapshot then includes it (db.c). */
-void mw_db_turn_pass(mw_db *db, mw_lane *l);
-/* Waits until every commit the lane's snapshot includes is durable (visible), or
-** the database broke. For snapshots taken by a turn holder; a no-op otherwise. */
-void mw_db_wait_snapshot_durable(mw_db *db, mw_lane *l);
-/* Until every commit assigned so far (this process's and, mw_mp=1, the others' it
-** applied) is visible. */
-void mw_db_wait_assigned_visible(mw_db *db);
-/* Snapshots (all databases of the process) that included commits not yet durable:
-** the tests' evidence that the early hand-over ran. Atomic. */
-extern int64_t mw_early_snapshots;
-void mw_db_txn_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSize);
-void mw_db_txn_end(mw_db *db, mw_lane *l);
-/* Called by every thread that uses the lane's transaction (lane.c): joins the
-** calling thread to its users. 1 when the transaction was released because its
-** users had all ended (it must be rolled back), else 0. */
-int mw_db_lane_use(mw_db *db, mw_lane *l);
-/* Releases the snapshot of every lane whose transaction's users all ended (under
-** db->mu; the compactor's steps). Returns how many. */
-int mw_db_release_orphans_locked(mw_db *db);
-/* Reads page bytes from the database file (pages the store does not hold). */
-int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt);
-
-/* compact.c */
-int mw_compactor_start(mw_db *db);
-void mw_compactor_stop(mw_db *db);
-/* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK, or up to visible
-** whatever the snapshots (MW_COMPACT_ALL: a reformat, the log goes on; MW_COMPACT_LAST:
-** the last close, the log is emptied in place and removed next). Caller must not hold
-** db->mu. */
-enum { MW_COMPACT_TICK = 0, MW_COMPACT_ALL = 1, MW_COMPACT_LAST = 2 };
-int mw_compact_now(mw_db *db, int how);
-void mw_compact_kick(mw_db *db);
-/* After a commit became visible (under db->mu): sets *pWake when the compactor is
-** idle and now has work; the caller then calls mw_compact_wake without db->mu. */
-void mw_compact_dirty_locked(mw_db *db, int *pWake);
-void mw_compact_wake(mw_db *db);
-
-/* mp.c: multi-process mode (mw_mp=1). Called only when db->mp is set.
-**   open (db.c, under the registry lock): attach (the join lock is held from here),
-**   log options, joined (slot taken, join lock released); free in db_free;
-**   last close: leave (join lock; *pAlone: no other process alive, everything applied
-**   then), left (alone: the shared file removed, the database file unlocked);
-**   process exit (db.c): leave_at_exit, as leave when the join lock is free at once and
-**   no other process is alive (*pAlone = 1); else nothing changes (*pAlone = 0);
-**   commit (commit.c): commit_begin before validation (publication lock, others'
-**   records applied, room for `need` bytes of record), commit_end once the record
-**   is written (published when rc is SQLITE_OK; the lock released), durable after
-**   this process synced it;
-**   make_visible calls mark_locked (under db->mu) with its epoch;
-**   snapshots (db.c): refresh before one is taken;
-**   compaction (compact.c): compact_begin (SQLITE_OK: alone, join lock held, every
-**   record applied) and compact_end. */
-#define MW_MP_SLOTS 256        /* processes at most on one database */
-int mw_mp_attach(mw_db *db, char **pzErr);
-int mw_mp_is_first(mw_db *db);
-#if MW_USE_LOG
-void mw_mp_log_options(mw_db *db, mw_log_options *lo);
-#endif
-int mw_mp_joined(mw_db *db, char **pzErr);
-void mw_mp_free(mw_db *db);
-int mw_mp_leave(mw_db *db, int *pAlone);
-int mw_mp_leave_at_exit(mw_db *db, int *pAlone);
-void mw_mp_left(mw_db *db, int alone);
-int mw_mp_commit_begin(mw_db *db, uint64_t need);
-void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end);
-void mw_mp_durable(mw_db *db, uint64_t end);
-/* A published record of this process durable: the processes sync for each other (one
-** leads, the others wait for the shared durable end, bounded); mp.c "group sync". */
-int mw_mp_wait_durable(mw_db *db, uint64_t end);
-void mw_mp_mark_locked(mw_db *db, uint64_t before);
-void mw_mp_refresh(mw_db *db);
-/* The store's loader for the lazy versions of other processes' records (ctx: the
-** mw_db): from the log, or from the database file once a compaction dropped them. */
-int mw_mp_load_image(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf);
-/* Compaction while several processes are open (mp.c): begin takes the join lock (or
-** SQLITE_BUSY: skip this round) and gives the lowest floor of the other live
-** processes in *pLimit; compact_log switches the log to base under the publication
-** lock; end releases the join lock. */
-int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit);
-int mw_mp_compact_log(mw_db *db, uint64_t base);
-void mw_mp_compact_end(mw_db *db);
-/* Publishes this process's floor (db->oldest: below every snapshot it has or will
-** take, and applied). */
-void mw_mp_floor(mw_db *db, uint64_t oldest);
-/* The compactor's tick: catch up (so that an idle process's floor advances), follow a
-** log switch, learn the shared compacted epoch. */
-void mw_mp_tick(mw_db *db);
-/* The hot-spot turn across processes: the lane holding a database's turn in its
-** process (turn.c) takes this one too before its snapshot (db.c), so that the
-** conflicting writers of different processes run in turn instead of refusing each
-** other. take waits (bounded: an owner that died or kept it over MW_TURN_HOLD_MS is
-** passed over) and returns 1 once this process holds it, 0 when it gave up (the
-** database broke); give hands it to the earliest waiting process. */
-int mw_mp_turn_take(mw_db *db);
-void mw_mp_turn_give(mw_db *db);
-/* Syncs the log up to `end` (records of other processes a turn holder's snapshot
-** read) and makes what that covered visible. */
-void mw_mp_sync_to(mw_db *db, uint64_t end);
-/* Steps of shared log room this process zeroed off the publication lock for its
-** claims (its grower, or a holder of its own that needed them at once), and of those
-** the ones a holder ran (statistics MW_STAT_LOG_ROOM_CLAIMED, ..._CLAIMED_NOW); 0 when
-** the database is not in multi-process mode. */
-void mw_mp_room_claims(mw_db *db, int64_t *pZeroed, int64_t *pNow);
-
-/* Crash points for the crash tests: MW_CRASH_AT=<name>[:n] aborts the process at
-** the n-th (default 1st) time the named point is reached. */
-void mw_crash_point(const char *name);
-/* Pause points for the race tests: MW_PAUSE_AT=<name>:<ms> sleeps that long every
-** time the named point is reached. */
-void mw_pause_point(const char *name);
-
-/* ---------------------------------------------------------------- guard.c */
-/* Header bytes 18 and 19 while the log may hold commits the file does not: stock
-** SQLite refuses a read version above 2. */
-#define MW_HDR_MARK 0x6d
-/* Opens the database file through root (read-only when it cannot be written),
-** wrapped: reads give bytes 18..19 back as 2, writes put the mark in once set. */
-int mw_guard_open(sqlite3_vfs *root, const char *zPath, sqlite3_file **pOut);
-void mw_guard_free(sqlite3_file *f);
-int mw_guard_readonly(sqlite3_file *f);
-/* Takes EXCLUSIVE (SHARED when read-only) at once; SQLITE_BUSY when held elsewhere. */
-int mw_guard_lock(sqlite3_file *f);
-int mw_guard_unlock(sqlite3_file *f);
-/* Multi-process mode: from EXCLUSIVE or from nothing, holds a lock that engine
-** processes share and stock connections do not get (SQLITE_BUSY): one byte of SQLite's
-** SHARED range, or SHARED where the system cannot (the mark then keeps stock SQLite
-** out). SQLITE_BUSY when a stock connection has the file (guard.c). */
-int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id);
-/* *pMarked: the file's header carries the mark. */
-int mw_guard_marked(sqlite3_file *f, int *pMarked);
-/* Sets (on) or clears the mark, durably. */
-int mw_guard_set_mark(sqlite3_file *f, int on);
-/* The file carries the mark already: this handle's writes of the header keep it in. */
-void mw_guard_keep_mark(sqlite3_file *f);
 
 /* ---------------------------------------------------------------- files */
 enum { MW_KIND_MAIN = 1, MW_KIND_WAL = 2, MW_KIND_ERR = 3 };
@@ -440,11 +198,6 @@ typedef struct mw_file {
   int reads;                   /* ERR: reads so far */
 } mw_file;
 
-/* vfs.c: the root VFS under "multiwriter". */
-sqlite3_vfs *mw_root_vfs(void);
-/* Called by the auto-extension at the end of every sqlite3_open: fails the open of
-** a database whose options were refused, with the message. */
-int mw_check_open(sqlite3 *db, char **pzErr);
 
 /* ---------------------------------------------------------------- lane */
 struct mw_lane {
@@ -550,72 +303,6 @@ struct mw_lane {
 
   int64_t stats[MW_STAT_COUNT];
 };
-
-/* commit.c: publishes frames [from, to) of the lane's WAL (to-1 is the commit
-** frame, whose header says the database has db_pages pages). */
-int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages);
-/* Publishes the stashed commits of several lanes (one transaction over attached
-** databases) all or nothing: every one is validated before any is published. */
-int mw_commit_group(mw_lane **lanes, int n);
-
-/* lane.c: the number of engine write locks the calling thread holds (a thread-local
-** counter; its address also identifies the thread). */
-int *mw_thread_write_locks(void);
-/* db.c: the lanes whose commit the calling thread stashed (at most max). */
-int mw_db_stashed_lanes(void *owner, mw_lane **out, int max);
-
-/* growth.c (engine.md section 7): called by mw_commit under every stripe. */
-/* 1 when a write conflict on pgno is one that relocation or the interior merge
-** may resolve: page 1, a page past the snapshot's end, or an interior table page
-** on both sides. c is the page's chain. */
-int mw_growth_candidate(mw_lane *l, uint32_t pgno, const unsigned char *ours,
-                        const mw_chain *c);
-/* Relocates the write set (wp sorted, img) past the newest end and merges the
-** interior table pages merge[0..nmerge-1]. SQLITE_OK: wp/img renumbered (still
-** sorted), *pDbPages the new size, *pMerged the pages merged. SQLITE_BUSY_SNAPSHOT:
-** refused (reason counted; the images may be half rewritten: drop them). */
-int mw_growth_apply(mw_lane *l, uint32_t *wp, unsigned char **img, int nw,
-                    const uint32_t *merge, int nmerge, uint32_t *pDbPages, int *pMerged);
-
-/* growth.c: page pgno as the lane's snapshot sees it (the store's version, or the
-** file's into buf). Caller holds the page's stripe. */
-const unsigned char *mw_snap_page(mw_lane *l, uint32_t pgno, unsigned char *buf, int *rc);
-
-/* rebase.c (engine.md section 9). */
-/* MW_FCNTL_REBASE_ROWS: adds rowids to the rows the transaction read or wrote, and
-** marks them declared. SQLITE_MISUSE outside a write transaction (the write lock held). */
-int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n);
-/* At the end of the write transaction (its write lock released) and of the snapshot:
-** the declaration covered that transaction only. */
-void mw_rebase_forget(mw_lane *l);
-/* 1 when a write conflict of this commit on pgno may be rebased: mw_rebase=1, the
-** reads declared, the snapshot's first commit, no write of page 1 (no growth), one
-** process, a page that existed at the snapshot. */
-int mw_rebase_candidate(const mw_lane *l, uint32_t pgno, int writes_page1);
-/* 1 when every page of the write set (wp, img) is a b-tree leaf other than page 1: no
-** rebalance (interior pages), no overflow or pointer-map page. */
-int mw_rebase_write_set_ok(const uint32_t *wp, unsigned char *const *img, int nw);
-/* Merges the newest version of pgno (its chain c; the caller holds its stripe) into
-** img, the commit's image. SQLITE_OK with *pMerged 1 (img rewritten) or 0 (refused,
-** counted; img untouched), or an error. */
-int mw_rebase_page(mw_lane *l, uint32_t pgno, unsigned char *img, const mw_chain *c,
-                   int *pMerged);
-
-/* turn.c (under db->mu): queue for and take the hot-spot turn before a
-** transaction's snapshot (me: the calling thread's token, or NULL); release it at the
-** transaction's end; drop a closing lane. */
-void mw_turn_enter_locked(mw_db *db, mw_lane *l, mw_owner *me);
-void mw_turn_leave_locked(mw_db *db, mw_lane *l);
-void mw_turn_forget_locked(mw_db *db, mw_lane *l);
-
-/* lane.c */
-int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, int *pOut,
-                   const mw_opts *o, char **pzErr);
-/* db.c: the lane whose main file was opened with this name pointer. */
-mw_lane *mw_lane_find(const char *zDbName);
-extern const sqlite3_io_methods mw_main_methods;
-extern const sqlite3_io_methods mw_wal_methods;
-int mw_lane_open_wal(mw_lane *l, sqlite3_file *f);
 
 static inline uint32_t mw_get32(const unsigned char *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];

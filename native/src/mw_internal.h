@@ -17,7 +17,7 @@ SQLITE_EXTENSION_INIT3
 #endif
 
 #include "multiwriter.h"
-#include "platform.h"
+#include "platform/platform.h"
 
 #include <stddef.h>
 #include <stdint.h>

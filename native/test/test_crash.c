@@ -48,7 +48,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-/* The engine's crash-point hook (engine.h); weak so that this test builds without it. */
+/* The engine's crash-point hook (platform/crash.h); weak so that this test builds without it. */
 extern void mw_crash_point(const char *name) __attribute__((weak));
 
 enum {

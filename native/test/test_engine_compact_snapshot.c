@@ -12,6 +12,7 @@
 ** same sum every time. Once it ends its transaction, it sees every update, and the
 ** next compaction moves everything into the file. */
 #include "test_engine_internals.h"
+#include "compact/compact.h"
 
 #define ROWS 1500
 #define ROUNDS 4

@@ -12,6 +12,7 @@
 ** deletes next). At every such cut the database file must have no write that was not
 ** synced since; the last close must cut by emptying. */
 #include "test_engine_internals.h"
+#include "compact/compact.h"
 
 #if !defined(__linux__)
 int main(void) {

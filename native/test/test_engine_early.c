@@ -13,6 +13,7 @@
 **     opens with every data sync failing (EIO). A's COMMIT and H's COMMIT must both
 **     fail, and H's must not return before the gate opens. */
 #include "test_engine_internals.h"
+#include "compact/compact.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
 ** through sqlite3_log, leaves the log and the mark, and the next open replays every
 ** row. */
 #include "test_engine_util.h"
-#include "platform.h"
+#include "platform/platform.h"
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>

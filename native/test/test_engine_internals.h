@@ -4,6 +4,7 @@
 #define MW_TEST_ENGINE_INTERNALS_H
 #include "test_engine_util.h"
 #include "engine.h"
+#include "vfs/lane.h"
 
 static inline mw_lane *tu_lane_of(sqlite3 *c) {
   sqlite3_file *f = 0;

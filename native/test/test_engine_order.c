@@ -19,6 +19,8 @@
 ** compactor is stopped meanwhile: its log switch waits for the sync in flight and
 ** holds writes back, which would stop B's write while the gate is closed. */
 #include "test_engine_internals.h"
+#include "compact/compact.h"
+#include "core/db.h"
 
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;

@@ -4,7 +4,7 @@
 ** of freed versions, never a commit) until it is rolled back. A transaction handed
 ** from one thread to another that used it stays whole when the first one ends. */
 #include "test_engine_util.h"
-#include "platform.h"
+#include "platform/platform.h"
 
 static int released_logged, refused_logged;
 static void on_log(void *arg, int code, const char *msg) {

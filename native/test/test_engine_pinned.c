@@ -2,7 +2,7 @@
 ** engine counts them (MW_STAT_PINNED_VERSIONS) and warns through sqlite3_log once
 ** they pass 10000, instead of growing silently; once the reader ends, they go. */
 #include "test_engine_util.h"
-#include "platform.h"
+#include "platform/platform.h"
 
 static int warned; /* set by SQLite's log callback on the compactor thread */
 static void on_log(void *arg, int code, const char *msg) {

@@ -12,7 +12,7 @@
 #include "test_engine_util.h"
 #include <signal.h>
 #include <sys/wait.h>
-#include "platform.h"
+#include "platform/platform.h"
 
 static int child(const char *path, const char *mode) {
   sqlite3 *db = tu_open(path, "mw_log_max_mb=1");

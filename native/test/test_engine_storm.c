@@ -15,6 +15,7 @@
 #define CM_THREADS 16
 #include "checker_model.h"
 #include "engine.h"
+#include "core/db.h"
 
 static const char *const tname[] = { "kv" };
 

@@ -3,7 +3,7 @@
 ** After 8 refusals in a row it takes the turn (the transactions in flight finish,
 ** new ones wait a little), so it commits; without the turn it would starve. */
 #include "test_engine_util.h"
-#include "platform.h"
+#include "platform/platform.h"
 #include <pthread.h>
 
 static int stop; /* read by the hammer threads */

@@ -13,6 +13,7 @@
 ** wrapped) over 200 one-row commits after a compaction: none. It also checks the rows
 ** and that a second connection, which reads the pages through the engine, sees them. */
 #include "test_engine_internals.h"
+#include "compact/compact.h"
 
 static sqlite3_io_methods counted;
 static const sqlite3_io_methods *real;

@@ -50,7 +50,7 @@
 ** call; MW_FAULTS_VERBOSE=1 every error the workload meets.
 */
 #include "test_engine_util.h"
-#include "platform.h"
+#include "platform/platform.h"
 
 #include <errno.h>
 #if defined(__GLIBC__)

@@ -8,7 +8,7 @@
 ** and every commit must end correct: all rows there, integrity_check passes
 ** through the engine and, after the last close, through Debian's stock sqlite3. */
 #include "test_engine_util.h"
-#include "relocate.h"
+#include "growth/relocate.h"
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 ** and a holder that never ends its transaction loses the turn after
 ** MW_TURN_HOLD_MS, so the next in line gets it. */
 #include "test_engine_util.h"
-#include "platform.h"
+#include "platform/platform.h"
 #include <pthread.h>
 #include <unistd.h>
 

@@ -5,8 +5,8 @@
 #define MW_TEST_LOG_UTIL_H
 
 #include "mw_internal.h"
-#include "log.h"
-#include "log_format.h"
+#include "durability/log.h"
+#include "durability/log_format.h"
 #include "test_util.h"
 
 #include <dirent.h>

@@ -11,6 +11,7 @@
 ** The program runs itself again as each writer. MW_MP_CASE=<name> runs one case. */
 #include "test_engine_util.h"
 #include "engine.h"
+#include "core/db.h"
 #include "test_spawn_util.h"
 
 #include <fcntl.h>

@@ -21,7 +21,7 @@
 **    database; a new file made at the old name while the old one is open is refused.
 ** argv[1] (from build.zig): the loadable extension; else zig-out/lib's. */
 #include "test_engine_util.h"
-#include "engine.h" /* MW_HDR_MARK */
+#include "processes/guard.h" /* MW_HDR_MARK */
 #include "test_spawn_util.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
 **     integrity_check and hold theirs' rows with ours' changes applied.
 ** Also: malformed and foreign pages are refused, never trusted. */
 #include "test_engine_util.h"
-#include "rebase.h"
+#include "rebase/rebase.h"
 
 #define PS 4096
 #define KEYS 200

@@ -4,7 +4,7 @@
 #define MW_TEST_RELOCATE_UTIL_H
 
 #include "sqlite3.h"
-#include "relocate.h"
+#include "growth/relocate.h"
 #include "test_util.h"
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
-** release/test/platform_test.c: checks the contract of native/src/durability/platform.h
+** release/test/platform_test.c: checks the contract of native/src/platform/platform.h
 ** against one implementation: platform_posix.c on the host, platform_win.c in the
 ** Windows build (run under Wine where it is installed, see release/check.mjs).
 ** Files, offsets past 4 GiB, short reads, gathered writes, truncate and

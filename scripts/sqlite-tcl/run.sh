@@ -74,11 +74,11 @@ fi
 # calls mw_testfixture_init at every sqlite3_initialize (SQLITE_EXTRA_INIT).
 eng=$dir/engine
 rm -rf "$eng" && mkdir -p "$eng"
-# The engine's folders (one per layer) are native/src and its subfolders.
-mapfile -t engine_dirs < <(find "$repo/native/src" -type d | sort)
+# The engine is every .c of native/src and its folders (one per layer); its headers are
+# included with their folder ("core/db.h"), so native/src is their only include path.
 cflags=(-O2 -g -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -Wall -Wno-unused-parameter
-        -Werror=implicit-function-declaration -I"$repo/native/include" -I"$bld")
-for d in "${engine_dirs[@]}"; do cflags+=(-I"$d"); done
+        -Werror=implicit-function-declaration -I"$repo/native/include" -I"$repo/native/src"
+        -I"$bld")
 mapfile -t engine_srcs < <(find "$repo/native/src" -name '*.c' | sort)
 for c in "${engine_srcs[@]}" "$here/testfixture_init.c"; do
   gcc "${cflags[@]}" -c "$c" -o "$eng/$(basename "${c%.c}").o"

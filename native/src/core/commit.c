@@ -26,6 +26,17 @@
 ** Owns: validation and publication. Never touches: the database file, SQLite.
 */
 #include "engine.h"
+#include "compact/compact.h"
+#include "core/commit.h"
+#include "core/datafile.h"
+#include "core/db.h"
+#include "core/pageset.h"
+#include "core/store.h"
+#include "durability/log.h"
+#include "growth/growth.h"
+#include "platform/crash.h"
+#include "processes/mp.h"
+#include "rebase/rebase.h"
 
 #include <stdlib.h>
 #include <stdint.h>
@@ -240,10 +251,8 @@ typedef struct commit {
   int conflict;                /* MW_STAT_CONFLICT_* when refused */
   uint64_t epoch;
   mw_pending *pe;
-#if MW_USE_LOG
   uint64_t rec_bytes, offset;
   int reserved;
-#endif
 } commit;
 
 static void commit_free(commit *c) {
@@ -338,26 +347,17 @@ static int precheck(commit *c) {
 
 /* 2. Room in the log first. */
 static int reserve(commit *c) {
-#if MW_USE_LOG
   mw_db *db = c->l->db;
   c->rec_bytes = mw_log_record_size(db->log, c->nw);
   int rc = mw_log_reserve(db->log, c->rec_bytes);
   if (rc == SQLITE_FULL) c->l->stats[MW_STAT_CONFLICT_FULL]++;
   c->reserved = rc == SQLITE_OK;
   return rc;
-#else
-  (void)c;
-  return SQLITE_OK;
-#endif
 }
 
 static void unreserve(commit *c) {
-#if MW_USE_LOG
   if (c->reserved) mw_log_unreserve(c->l->db->log, c->rec_bytes);
   c->reserved = 0;
-#else
-  (void)c;
-#endif
 }
 
 /* 3. The stripes of every page touched, ascending (page 1 always: the cookie). */
@@ -608,11 +608,9 @@ static void assign(commit *c) {
   c->pe->installed = 0;
   c->pe->end = 0;
   c->pe->foreign = 0;
-#if MW_USE_LOG
   c->offset = mw_log_assign(db->log, c->epoch, c->rec_bytes);
   c->pe->end = c->offset + c->rec_bytes;
   c->reserved = 0;
-#endif
   mw_mutex_unlock(&db->mu);
 }
 
@@ -650,7 +648,6 @@ static void mp_publish(commit *c, int rc, uint64_t end) {
 ** A later synced commit covers this one (the log is written as a prefix), and the
 ** compactor syncs the log before it moves anything into the database file. */
 static int make_durable(commit *c, int rc) {
-#if MW_USE_LOG
   mw_db *db = c->l->db;
   uint64_t end = c->offset + c->rec_bytes;
   if (rc != SQLITE_OK) {
@@ -673,7 +670,6 @@ static int make_durable(commit *c, int rc) {
     rc = c->l->sync_level >= 2 ? mw_log_wait_durable(db->log, end)
                                : mw_log_wait_written(db->log, end);
   }
-#endif
   mw_crash_point("commit_before_visible");
   return rc;
 }
@@ -687,11 +683,7 @@ static int make_visible(commit *c, int rc) {
   ** committed it: the first committer back from a group sync makes the whole group
   ** visible, instead of each waking the next in turn. (Read before db->mu: the log's
   ** mutex is never taken under it.) */
-#if MW_USE_LOG
   uint64_t durable = rc == SQLITE_OK ? mw_log_durable_end(db->log) : 0;
-#else
-  uint64_t durable = 0;
-#endif
   mw_mutex_lock(&db->mu);
   if (rc != SQLITE_OK) {
     if (!db->broken) db->broken = rc;
@@ -719,12 +711,8 @@ static int make_visible(commit *c, int rc) {
   if (db->visible != was_visible) mw_cond_broadcast(&db->cv);
   while (db->visible < c->epoch && !db->broken) mw_cond_wait(&db->cv, &db->mu);
   if (db->visible < c->epoch) rc = db->broken;
-#if MW_USE_LOG
   db->log_bytes = mw_log_size(db->log);
   int kick = db->log_bytes > db->opts.log_max_bytes;
-#else
-  int kick = 0;
-#endif
   mw_mutex_unlock(&db->mu);
   if (kick) mw_compact_kick(db);
   return rc;

@@ -11,6 +11,16 @@
 ** private stock one that converts the file at first open.
 */
 #include "engine.h"
+#include "compact/compact.h"
+#include "core/datafile.h"
+#include "core/db.h"
+#include "core/owner.h"
+#include "core/store.h"
+#include "core/turn.h"
+#include "durability/log.h"
+#include "platform/crash.h"
+#include "processes/guard.h"
+#include "processes/mp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +122,6 @@ static int convert_to_wal(sqlite3_vfs *root, const char *path, char **pzErr) {
   return rc;
 }
 
-#if MW_USE_LOG
 static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
                          const uint32_t *pgnos, const unsigned char *images) {
   mw_db *db = ctx;
@@ -123,7 +132,6 @@ static int replay_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
   db->visible_size = db_pages;
   return SQLITE_OK;
 }
-#endif
 
 static void db_free(mw_db *db) {
   /* The file's lock first: a process that takes the join lock next and finds no
@@ -310,7 +318,6 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   if (hdr_pages != 0 && memcmp(hdr + 24, hdr + 92, 4) == 0) db->visible_size = hdr_pages;
   else db->visible_size = (uint32_t)(fsize / pgsz);
   db->assigned = db->visible = db->oldest = db->compacted = 1; /* epoch 1: the file */
-#if MW_USE_LOG
   {
     mw_log_options lo;
     memset(&lo, 0, sizeof(lo));
@@ -335,7 +342,6 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     db->assigned = db->visible = db->oldest = last;
     db->log_bytes = mw_log_size(db->log);
   }
-#endif
   /* From the first commit on, the log may hold what the file does not: the mark
   ** keeps stock SQLite out of the file until the last close, crash or not. A file
   ** marked already (a crash's log to replay, or other processes with mw_mp=1) keeps
@@ -345,9 +351,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     if (marked) {
       mw_guard_keep_mark(db->data);
     } else if ((rc = mw_guard_set_mark(db->data, 1)) != SQLITE_OK) {
-#if MW_USE_LOG
       mw_log_close(db->log, 0);
-#endif
       db_free(db);
       return rc;
     }
@@ -355,9 +359,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   rc = mw_compactor_start(db);
   if (rc != SQLITE_OK) {
     if (pzErr && *pzErr == 0) *pzErr = sqlite3_mprintf("multiwriter: cannot start the compactor thread of %s", zPath);
-#if MW_USE_LOG
     mw_log_close(db->log, 0);
-#endif
     db_free(db);
     return rc;
   }
@@ -368,9 +370,7 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
     if (rc == SQLITE_OK) rc = mw_mp_joined(db, pzErr);
     if (rc != SQLITE_OK) {
       mw_compactor_stop(db);
-#if MW_USE_LOG
       mw_log_close(db->log, 0);
-#endif
       db_free(db);
       return rc;
     }
@@ -449,12 +449,8 @@ static int finish(mw_db *db, int alone, int rc, int keep_log) {
     clean = rc == SQLITE_OK;
     if (clean) mw_crash_point("close_after_unmark");
   }
-#if MW_USE_LOG
   int rc2 = keep_log ? mw_log_shut(db->log, clean) : mw_log_close(db->log, clean);
   if (rc == SQLITE_OK) rc = rc2;
-#else
-  (void)keep_log;
-#endif
   /* SQLite does not pass a close's error on: say it here (a full disk: the file could
   ** not grow by what the log holds). */
   if (alone && !clean && rc != SQLITE_OK)
@@ -655,9 +651,7 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
     /* The log first (empty, new page size): the file holds everything already, and a
     ** crash from here on leaves an empty log of either page size, which opens fresh
     ** over either page 1. */
-#if MW_USE_LOG
     rc = mw_log_restart(db->log, newps, epoch);
-#endif
     if (rc == SQLITE_OK) mw_crash_point("reformat_after_log");
     sqlite3_file *f = db->data;
     if (rc == SQLITE_OK) rc = f->pMethods->xWrite(f, p1, newps, 0);
@@ -677,9 +671,7 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
     __atomic_store_n(&db->oldest, epoch, __ATOMIC_RELEASE);
     db->visible_size = 1;
     db->visible_end = 0;
-#if MW_USE_LOG
     db->log_bytes = mw_log_size(db->log);
-#endif
     l->fmt_av = autovac;
     *pDone = 1;
   } else if (go) {

@@ -24,7 +24,7 @@
 #endif
 #endif
 #include "mw_internal.h"
-#include "owner.h"
+#include "core/owner.h"
 
 #include <stdlib.h>
 

@@ -6,6 +6,7 @@
 ** Owns: the set's memory. Never touches: lanes, the store, files.
 */
 #include "engine.h"
+#include "core/pageset.h"
 
 #include <stdlib.h>
 #include <string.h>

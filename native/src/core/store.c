@@ -9,6 +9,7 @@
 ** Never touches: files, SQLite, epochs' visibility (the caller passes the epochs).
 */
 #include "engine.h"
+#include "core/store.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -35,6 +35,9 @@
 ** these calls).
 */
 #include "engine.h"
+#include "core/owner.h"
+#include "core/turn.h"
+#include "processes/mp.h"
 
 static void wait_on(mw_db *db, mw_cond *cv, uint64_t deadline) {
   uint64_t now = mw_now_ns();

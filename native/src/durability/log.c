@@ -44,11 +44,10 @@
 ** closed and reopened (recovery then decides what is durable).
 */
 #include "mw_internal.h"
-#include "log.h"
-#include "log_format.h"
-#include "background.h"
-
-void mw_crash_point(const char *name); /* crash.c (engine.h): the crash tests' points */
+#include "durability/log.h"
+#include "durability/log_format.h"
+#include "platform/background.h"
+#include "platform/crash.h"
 
 #include <stdlib.h>
 #include <string.h>

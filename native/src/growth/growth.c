@@ -17,7 +17,11 @@
 ** is assigned its epoch: every commit that changes the size writes page 1.
 */
 #include "engine.h"
-#include "relocate.h"
+#include "btree/btree_page.h"
+#include "core/datafile.h"
+#include "core/store.h"
+#include "growth/growth.h"
+#include "growth/relocate.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,8 @@
 ** validate, helped by the `wrote` callback), allocates, or keeps state.
 */
 #include "mw_internal.h"
-#include "relocate.h"
+#include "btree/btree_page.h"
+#include "growth/relocate.h"
 
 #include <string.h>
 

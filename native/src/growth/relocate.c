@@ -17,7 +17,8 @@
 ** modifies anything when it refuses.
 */
 #include "mw_internal.h"
-#include "relocate.h"
+#include "btree/btree_page.h"
+#include "growth/relocate.h"
 
 #include <string.h>
 

@@ -32,6 +32,7 @@
 ** Never touches: the log, the page store, lanes.
 */
 #include "engine.h"
+#include "processes/guard.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -37,7 +37,13 @@
 ** Never touches: the database file (db.c, guard.c, compact.c), SQLite, lanes.
 */
 #include "engine.h"
-#include "log_format.h"
+#include "core/datafile.h"
+#include "core/store.h"
+#include "durability/log.h"
+#include "durability/log_format.h"
+#include "platform/crash.h"
+#include "processes/guard.h"
+#include "processes/mp.h"
 
 #include <stdlib.h>
 #include <string.h>

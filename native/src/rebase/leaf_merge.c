@@ -14,8 +14,8 @@
 ** side is refused (MW_LEAF_MALFORMED), never trusted; nothing is read outside
 ** [0, usable size) of any side.
 */
-#include "rebase.h"
-#include "../growth/relocate.h"
+#include "btree/btree_page.h"
+#include "rebase/rebase.h"
 
 #include <string.h>
 

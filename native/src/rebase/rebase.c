@@ -28,8 +28,10 @@
 ** under the caller's stripes), the log, the epochs, the lane's WAL.
 */
 #include "engine.h"
-#include "rebase.h"
-#include "relocate.h"
+#include "btree/btree_page.h"
+#include "core/store.h"
+#include "growth/growth.h"
+#include "rebase/rebase.h"
 
 #include <limits.h>
 #include <stdlib.h>

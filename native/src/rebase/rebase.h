@@ -57,4 +57,29 @@ mw_leaf_merge_result mw_merge_table_leaf(const unsigned char *base, const unsign
                                          unsigned char *out, void *scratch,
                                          size_t scratch_size, int *pChanged);
 
+/* ---------------------------------------------------------------------------
+** The commit path's side (rebase.c, engine.md section 9). The types are engine.h's.
+*/
+typedef struct mw_lane mw_lane;
+typedef struct mw_chain mw_chain;
+
+/* MW_FCNTL_REBASE_ROWS: adds rowids to the rows the transaction read or wrote, and
+** marks them declared. SQLITE_MISUSE outside a write transaction (the write lock held). */
+int mw_rebase_declare(mw_lane *l, const int64_t *rowids, int n);
+/* At the end of the write transaction (its write lock released) and of the snapshot:
+** the declaration covered that transaction only. */
+void mw_rebase_forget(mw_lane *l);
+/* 1 when a write conflict of this commit on pgno may be rebased: mw_rebase=1, the
+** reads declared, the snapshot's first commit, no write of page 1 (no growth), one
+** process, a page that existed at the snapshot. */
+int mw_rebase_candidate(const mw_lane *l, uint32_t pgno, int writes_page1);
+/* 1 when every page of the write set (wp, img) is a b-tree leaf other than page 1: no
+** rebalance (interior pages), no overflow or pointer-map page. */
+int mw_rebase_write_set_ok(const uint32_t *wp, unsigned char *const *img, int nw);
+/* Merges the newest version of pgno (its chain c; the caller holds its stripe) into
+** img, the commit's image. SQLITE_OK with *pMerged 1 (img rewritten) or 0 (refused,
+** counted; img untouched), or an error. */
+int mw_rebase_page(mw_lane *l, uint32_t pgno, unsigned char *img, const mw_chain *c,
+                   int *pMerged);
+
 #endif /* MW_REBASE_H */

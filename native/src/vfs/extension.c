@@ -10,6 +10,7 @@
 **    file control's result array or a C function with variable arguments itself.
 */
 #include "engine.h"
+#include "vfs/vfs.h"
 
 #ifdef MW_EXTENSION
 SQLITE_EXTENSION_INIT1

@@ -20,6 +20,16 @@
 ** Never touches: the database file (except reads through mw_db_read_file), the log.
 */
 #include "engine.h"
+#include "core/commit.h"
+#include "core/datafile.h"
+#include "core/db.h"
+#include "core/pageset.h"
+#include "core/store.h"
+#include "durability/log.h"
+#include "platform/crash.h"
+#include "processes/mp.h"
+#include "rebase/rebase.h"
+#include "vfs/lane.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -440,10 +450,8 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       mw_mutex_unlock(&db->mu);
       mw_bg_counts(&out[MW_STAT_BACKGROUND_THREADS], 0);
       out[MW_STAT_COMPACTOR_RUNS] = mw_bg_job_runs(&db->compactor);
-#if MW_USE_LOG
       out[MW_STAT_LOG_ROOM_INLINE] = (int64_t)mw_log_room_inline(db->log);
       out[MW_STAT_LOG_SYNCS] = (int64_t)mw_log_syncs(db->log);
-#endif
       mw_mp_room_claims(db, &out[MW_STAT_LOG_ROOM_CLAIMED], &out[MW_STAT_LOG_ROOM_CLAIMED_NOW]);
       return SQLITE_OK;
     }

@@ -11,6 +11,9 @@
 ** Never touches: page contents, the store, epochs.
 */
 #include "engine.h"
+#include "core/db.h"
+#include "vfs/lane.h"
+#include "vfs/vfs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -22,7 +22,7 @@
 ** Owns: the job list, the worker threads, bg_runs. Never touches: databases, logs,
 ** SQLite (the steps do, in their own files).
 */
-#include "background.h"
+#include "platform/background.h"
 
 #ifndef MW_BG_WORKERS
 #  define MW_BG_WORKERS 4

@@ -10,7 +10,7 @@
 ** reported (MW_PAGE_MALFORMED), never trusted.
 */
 #include "mw_internal.h"
-#include "relocate.h"
+#include "btree/btree_page.h"
 
 #include <string.h>
 

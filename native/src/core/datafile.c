@@ -6,6 +6,7 @@
 ** store, the log, lanes.
 */
 #include "engine.h"
+#include "core/datafile.h"
 
 int mw_db_read_file(mw_db *db, uint32_t pgno, void *buf, int off, int amt) {
   sqlite3_int64 o = (sqlite3_int64)(pgno - 1) * db->page_size + off;

@@ -7,7 +7,8 @@
 **
 ** Owns: the parsed MW_CRASH_AT and MW_PAUSE_AT. Never touches: anything else.
 */
-#include "engine.h"
+#include "mw_internal.h"
+#include "platform/crash.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -23,6 +23,13 @@
 ** connections.
 */
 #include "engine.h"
+#include "compact/compact.h"
+#include "core/datafile.h"
+#include "core/db.h"
+#include "core/store.h"
+#include "durability/log.h"
+#include "platform/crash.h"
+#include "processes/mp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -146,9 +153,7 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
   if (rc == SQLITE_OK) {
     db->compacted = m;
     db->compactions++;
-#if MW_USE_LOG
     db->log_bytes = mw_log_size(db->log);
-#endif
   }
   mw_mutex_unlock(&db->mu);
   if (rc == SQLITE_OK) gc(db);
@@ -162,33 +167,22 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
 ** spent most of its time on it), or switches when it holds records past m; else the
 ** log switches (a reformat's compaction too: its log goes on). */
 static int move_log_base(mw_db *db, uint64_t m, int how) {
-#if MW_USE_LOG
   if (how == MW_COMPACT_LAST) {
     int rc = mw_log_emptied(db->log, m);
     return rc == SQLITE_MISUSE ? mw_log_compacted(db->log, m) : rc;
   }
   return db->mp && how == MW_COMPACT_TICK ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
-#else
-  (void)db;
-  (void)m;
-  (void)how;
-  return SQLITE_OK;
-#endif
 }
 
 /* Writes the newest version <= m of every page changed after `since` into the
 ** file, syncs it, and moves the log's base to m (move_log_base). */
 static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int how) {
-#if MW_USE_LOG
   /* Commits of synchronous=NORMAL/OFF connections are visible once written: the
   ** log must be durable up to T before the file may hold T, or a crash could leave
   ** the file ahead of what the log replays. */
   int src = mw_log_wait_durable(db->log, end);
   if (src != SQLITE_OK) return src;
   if (db->mp) mw_mp_durable(db, end); /* a joiner replays up to T at least */
-#else
-  (void)end;
-#endif
   mw_page_out *pages = 0;
   int n = 0;
   int rc = mw_store_collect(&db->store, since, m, &pages, &n);
@@ -234,23 +228,17 @@ static uint64_t compactor_step(void *arg) {
   mw_mutex_lock(&db->mu);
   uint64_t now = mw_now_ns();
   int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;
-#if MW_USE_LOG
   /* Commits that passed the log's limit while a compaction was at work kicked it
   ** again: stale once that compaction brought the log under its limit (each needless
   ** compaction costs a log switch, and the commits a pause of it). */
   if (db->want_compact && mw_log_size(db->log) <= db->opts.log_max_bytes) db->want_compact = 0;
-#endif
   int run = db->want_compact || (timer && db->visible > db->compacted);
-#if MW_USE_LOG
   /* mw_mp=1: the log grows with every process's commits, and the process that can
   ** compact is the one with the lowest floor (compact_now), often an idle one that
   ** commits nothing (commits kick their own compactor only). */
   int behind = db->mp && db->visible > db->compacted &&
                mw_log_size(db->log) > db->opts.log_max_bytes;
   if (behind) run = 1;
-#else
-  int behind = 0;
-#endif
   /* A process whose last try could not compact (another process's floor below its
   ** own oldest snapshot, or another compactor at work) waits a while: its commits
   ** kick it at every one, and each try took the join lock that the process with the

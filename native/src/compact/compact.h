@@ -1,0 +1,23 @@
+/*
+** compact.h: the compactor (compact.c), a job of the shared background workers.
+*/
+#ifndef MW_COMPACT_H
+#define MW_COMPACT_H
+
+#include "engine.h"
+
+int mw_compactor_start(mw_db *db);
+void mw_compactor_stop(mw_db *db);
+/* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK, or up to visible
+** whatever the snapshots (MW_COMPACT_ALL: a reformat, the log goes on; MW_COMPACT_LAST:
+** the last close, the log is emptied in place and removed next). Caller must not hold
+** db->mu. */
+enum { MW_COMPACT_TICK = 0, MW_COMPACT_ALL = 1, MW_COMPACT_LAST = 2 };
+int mw_compact_now(mw_db *db, int how);
+void mw_compact_kick(mw_db *db);
+/* After a commit became visible (under db->mu): sets *pWake when the compactor is
+** idle and now has work; the caller then calls mw_compact_wake without db->mu. */
+void mw_compact_dirty_locked(mw_db *db, int *pWake);
+void mw_compact_wake(mw_db *db);
+
+#endif /* MW_COMPACT_H */
