@@ -11,10 +11,10 @@
 // A test program is run with MW_TEST_SCALE (mutate.mjs sets 0.25 unless given).
 
 export const MUTANTS = [
-  // ---- log.c ------------------------------------------------------------------------------
+  // ---- the log (durability/log*.c) ------------------------------------------------------
   {
     id: "log-shared-switch-no-room",
-    file: "durability/log.c",
+    file: "durability/log_switch.c",
     find: "    if (want > alloc1) alloc1 = want;",
     replace: "    (void)want;",
     tests: ["test_mp"],
@@ -23,7 +23,7 @@ export const MUTANTS = [
   },
   {
     id: "log-ack-before-sync",
-    file: "durability/log.c",
+    file: "durability/log_group.c",
     find: "if (durable ? log->synced_end >= end_offset : log->written_end >= end_offset) break;",
     replace: "if (log->written_end >= end_offset) break;",
     tests: ["test_engine_order", "test_log_group"],
@@ -40,8 +40,8 @@ export const MUTANTS = [
   {
     id: "log-torn-tail-kept",
     file: "durability/log.c",
-    find: "if (rc == SQLITE_OK && size > end) {",
-    replace: "if (rc == SQLITE_OK && size > end && 0) {",
+    find: "if (rc == SQLITE_OK && size > *pEnd) {",
+    replace: "if (rc == SQLITE_OK && size > *pEnd && 0) {",
     tests: ["test_log_recover", "test_log_faults"],
     why: "recovery leaves a torn or damaged tail in the log instead of cutting it durably",
   },
@@ -55,7 +55,7 @@ export const MUTANTS = [
   },
   {
     id: "log-spare-names-log",
-    file: "durability/log.c",
+    file: "durability/log_switch.c",
     find: "  } else if (linked && mw_file_delete(log->spare_path, 0) != SQLITE_OK) {",
     replace: "  } else if (linked && 0) {",
     tests: ["test_log_compact"],
@@ -63,7 +63,7 @@ export const MUTANTS = [
   },
   {
     id: "log-spare-rezeroed",
-    file: "durability/log.c",
+    file: "durability/log_switch.c",
     find: "  uint64_t zero_from = w1 - new_shift > room ? w1 - new_shift : room;",
     replace: "  uint64_t zero_from = w1 - new_shift;",
     tests: ["test_log_compact"],
@@ -89,7 +89,7 @@ export const MUTANTS = [
   },
   {
     id: "log-close-waits-for-room",
-    file: "durability/log.c",
+    file: "durability/log_group.c",
     find: "    if (stoppable && __atomic_load_n(&log->stop_growth, __ATOMIC_ACQUIRE)) return GROWTH_STOPPED;\n",
     replace: "",
     tests: ["test_log_group"],
@@ -97,7 +97,7 @@ export const MUTANTS = [
   },
   {
     id: "log-first-room-whole-step",
-    file: "durability/log.c",
+    file: "durability/log_group.c",
     find: "  uint64_t unit = from <= MW_LOG_HDR_SIZE ? log->step / 4 : log->step;\n",
     replace: "  uint64_t unit = log->step;\n",
     tests: ["test_log_group"],
@@ -105,7 +105,7 @@ export const MUTANTS = [
   },
   {
     id: "mp-first-room-two-steps",
-    file: "durability/log.c",
+    file: "durability/log_shared.c",
     find: "  uint64_t target = have - shift <= MW_LOG_HDR_SIZE ? round_up(end - shift, log->step / 4)\n",
     replace: "  uint64_t target = 0 ? round_up(end - shift, log->step / 4)\n",
     tests: ["test_mp_room"],
@@ -114,7 +114,7 @@ export const MUTANTS = [
   {
     id: "guard-marked-file-loses-mark",
     file: "core/db.c",
-    find: "      mw_guard_keep_mark(db->data);\n",
+    find: "    mw_guard_keep_mark(db->data);\n",
     replace: "",
     tests: ["test_processes"],
     why: "a process that opens a file marked already (a crash's log to replay, or other mw_mp=1 processes) writes page 1 without the mark: a crash then leaves a log beside a file that stock SQLite reads and writes, and the replay corrupts it",
@@ -130,8 +130,8 @@ export const MUTANTS = [
   {
     id: "readonly-open-converts",
     file: "core/db.c",
-    find: "  if (rc == SQLITE_OK && convert && readonly) {\n",
-    replace: "  if (rc == SQLITE_OK && convert && readonly && 0) {\n",
+    find: "  if (readonly) return MW_RC_STOCK_OPEN;\n",
+    replace: "",
     tests: ["test_engine_pragmas"],
     why: "a read-only connection (mode=ro, readonly: true) to a rollback-mode file switches the file to WAL mode for good",
   },
@@ -169,7 +169,7 @@ export const MUTANTS = [
   },
   {
     id: "log-emptied-drops-unfiled-records",
-    file: "durability/log.c",
+    file: "durability/log_switch.c",
     find: "  int records_ok = drop_records ? log->last_epoch == base\n",
     replace: "  int records_ok = drop_records ? 1\n",
     tests: ["test_log_compact"],
@@ -631,7 +631,7 @@ export const MUTANTS = [
   },
   {
     id: "log-spare-naming-log-taken",
-    file: "durability/log.c",
+    file: "durability/log_switch.c",
     find: "  return mw_file_identity(log->path, &b, 0) != SQLITE_OK || mw_file_id_eq(&a, &b);",
     replace: "  return 0;",
     tests: ["test_mp"],

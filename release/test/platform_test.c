@@ -132,7 +132,7 @@ static int under_wine(void) {
 #endif
 }
 
-/* The log switch's names (native/src/durability/log.c): while the log is open, a hard
+/* The log switch's names (native/src/durability/log_switch.c): while the log is open, a hard
 ** link keeps it as the spare, the new file (open) is renamed over the log (open), the old
 ** handle is closed, and the next switch renames the spare back into use. */
 static void test_names(void) {

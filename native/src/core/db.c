@@ -196,8 +196,10 @@ static int store_init(mw_db *db, int page_size) {
   return rc;
 }
 
-static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
-                   const mw_opts *o, int readonly, mw_db **out, char **pzErr) {
+/* db_open, step 1: the state's memory and identity. SQLITE_NOMEM (nothing left
+** allocated) when out of memory. */
+static int db_alloc(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
+                    const mw_opts *o, mw_db **pDb) {
   mw_db *db = calloc(1, sizeof(*db));
   if (db == 0) return SQLITE_NOMEM;
   mw_mutex_init(&db->mu);
@@ -213,45 +215,54 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   db->id = *id;
   db->root = root;
   db->opts = *o;
-  int rc = mw_guard_open(root, zPath, &db->data);
-  /* mw_mp=1 (mp.c): the join lock is held from here until the process has its slot;
-  ** a process that joins others shares the file's lock with them (guard.c). */
-  int joiner = 0;
+  *pDb = db;
+  return SQLITE_OK;
+}
+
+/* Step 2: opens the file (guard.c) and keeps everybody else out of it: with mw_mp=1
+** the process attaches (mp.c: the join lock is held from here until the process has
+** its slot) and a process that joins others (*pJoiner) shares the file's lock with
+** them; else the engine's lock. */
+static int db_take_file(mw_db *db, int *pJoiner, char **pzErr) {
+  const mw_opts *o = &db->opts;
+  int rc = mw_guard_open(db->root, db->path, &db->data);
+  *pJoiner = 0;
   if (rc == SQLITE_OK && o->mp && mw_guard_readonly(db->data)) {
     if (pzErr && *pzErr == 0)
-      *pzErr = sqlite3_mprintf("multiwriter: mw_mp=1 needs %s writable", zPath);
+      *pzErr = sqlite3_mprintf("multiwriter: mw_mp=1 needs %s writable", db->path);
     rc = SQLITE_READONLY;
   }
   if (rc == SQLITE_OK && o->mp) {
     rc = mw_mp_attach(db, pzErr);
-    joiner = rc == SQLITE_OK && !mw_mp_is_first(db);
+    *pJoiner = rc == SQLITE_OK && !mw_mp_is_first(db);
   }
   /* Nobody else may look at the file from here on: not another process (its engine
   ** is refused, its stock connections get SQLITE_BUSY), not a stock connection of
   ** this process. */
-  if (rc == SQLITE_OK && joiner) {
+  if (rc == SQLITE_OK && *pJoiner) {
     rc = mw_guard_share(db->data, db->path, &db->id);
-    if (rc == SQLITE_BUSY) refuse_in_use(zPath, 1, pzErr);
+    if (rc == SQLITE_BUSY) refuse_in_use(db->path, 1, pzErr);
   } else if (rc == SQLITE_OK) {
     rc = lock_file(db, pzErr);
   }
-  if (rc != SQLITE_OK) {
-    db_free(db);
-    return rc;
-  }
+  return rc;
+}
+
+/* Step 3: *pHaveLog: a log is left behind (a crash), *pMarked: the file carries the
+** mark; a file that is not in WAL mode yet is converted (not by a joiner, nor with a
+** log to replay). MW_RC_STOCK_OPEN when stock SQLite is to open it instead. */
+static int db_prepare_file(mw_db *db, int joiner, int readonly, int *pHaveLog, int *pMarked,
+                           char **pzErr) {
+  const char *zPath = db->path;
   /* With a log left behind (a crash), the file is the engine's, in WAL mode, and
   ** may be half compacted: only the log's replay makes it whole, so no stock
   ** connection may look at it first. */
   char *logname = sqlite3_mprintf("%s-mw", zPath);
-  if (logname == 0) {
-    db_free(db);
-    return SQLITE_NOMEM;
-  }
-  int have_log = mw_file_exists(logname);
+  if (logname == 0) return SQLITE_NOMEM;
+  int have_log = *pHaveLog = mw_file_exists(logname);
   sqlite3_free(logname);
-  int marked = 0;
-  rc = mw_guard_marked(db->data, &marked);
-  if (rc == SQLITE_OK && marked && !have_log) {
+  int rc = mw_guard_marked(db->data, pMarked);
+  if (rc == SQLITE_OK && *pMarked && !have_log) {
     /* The last close clears the mark before it deletes the log: the log is elsewhere. */
     if (pzErr && *pzErr == 0)
       *pzErr = sqlite3_mprintf(
@@ -262,35 +273,32 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   }
   int convert = 0;
   if (rc == SQLITE_OK && !joiner && !have_log) rc = needs_conversion(db, &convert);
-  if (rc == SQLITE_OK && convert && readonly) {
-    /* A read-only connection changes no file: one that is not in WAL mode (or has a
-    ** real -wal) is read as stock SQLite reads it. A later read-write open through
-    ** the engine converts it then (or is refused while this one is reading). */
-    db_free(db);
-    return MW_RC_STOCK_OPEN;
-  }
-  if (rc == SQLITE_OK && convert) {
-    /* The private stock connection needs the file's locks: let go meanwhile. Another
-    ** process may take the file then; the lock below refuses this open if so. */
-    rc = mw_guard_unlock(db->data);
-    if (rc == SQLITE_OK) rc = convert_to_wal(root, zPath, pzErr);
-    if (rc == SQLITE_BUSY) refuse_in_use(zPath, o->mp, pzErr);
-    /* Stock SQLite itself found no database in the file, or may only read it (a
-    ** write version above 2, a file it cannot write): the engine cannot take it, and
-    ** vfs.c opens it as stock SQLite would (queries fail with "file is not a
-    ** database", or reads work and writes fail with SQLITE_READONLY). */
-    if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_READONLY) rc = MW_RC_STOCK_OPEN;
-    if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
-  }
-  if (rc != SQLITE_OK) {
-    db_free(db);
-    return rc;
-  }
+  if (rc != SQLITE_OK || !convert) return rc;
+  /* A read-only connection changes no file: one that is not in WAL mode (or has a
+  ** real -wal) is read as stock SQLite reads it. A later read-write open through
+  ** the engine converts it then (or is refused while this one is reading). */
+  if (readonly) return MW_RC_STOCK_OPEN;
+  /* The private stock connection needs the file's locks: let go meanwhile. Another
+  ** process may take the file then; the lock below refuses this open if so. */
+  rc = mw_guard_unlock(db->data);
+  if (rc == SQLITE_OK) rc = convert_to_wal(db->root, zPath, pzErr);
+  if (rc == SQLITE_BUSY) refuse_in_use(zPath, db->opts.mp, pzErr);
+  /* Stock SQLite itself found no database in the file, or may only read it (a
+  ** write version above 2, a file it cannot write): the engine cannot take it, and
+  ** vfs.c opens it as stock SQLite would (queries fail with "file is not a
+  ** database", or reads work and writes fail with SQLITE_READONLY). */
+  if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_READONLY) rc = MW_RC_STOCK_OPEN;
+  if (rc == SQLITE_OK) rc = lock_file(db, pzErr);
+  return rc;
+}
+
+/* Step 4: the page size and the size from the file's header, the store, epoch 1 (the
+** file). MW_RC_STOCK_OPEN for a file stock SQLite opens read-only (no log to replay). */
+static int db_read_header(mw_db *db, int have_log, char **pzErr) {
   unsigned char hdr[100];
-  rc = db->data->pMethods->xRead(db->data, hdr, 100, 0);
+  int rc = db->data->pMethods->xRead(db->data, hdr, 100, 0);
   if (rc != SQLITE_OK) {
-    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: cannot read the header of %s", zPath);
-    db_free(db);
+    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: cannot read the header of %s", db->path);
     return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_NOTADB : rc;
   }
   int pgsz = (hdr[16] << 8) | hdr[17];
@@ -298,82 +306,99 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   if (pgsz < 512 || (pgsz & (pgsz - 1)) || hdr[18] != 2 || hdr[19] != 2) {
     /* A write version above 2 (and a read version SQLite reads): stock SQLite opens
     ** the file read-only, and so it is opened (vfs.c), unless a log is to replay. */
-    if (!have_log && pgsz >= 512 && !(pgsz & (pgsz - 1)) && hdr[18] > 2 && hdr[19] <= 2) {
-      db_free(db);
+    if (!have_log && pgsz >= 512 && !(pgsz & (pgsz - 1)) && hdr[18] > 2 && hdr[19] <= 2)
       return MW_RC_STOCK_OPEN;
-    }
-    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: %s is not a WAL-mode database", zPath);
-    db_free(db);
+    if (pzErr) *pzErr = sqlite3_mprintf("multiwriter: %s is not a WAL-mode database", db->path);
     return SQLITE_NOTADB;
   }
   db->page_size = pgsz;
   store_init(db, pgsz);
   sqlite3_int64 fsize = 0;
   rc = db->data->pMethods->xFileSize(db->data, &fsize);
-  if (rc != SQLITE_OK) {
-    db_free(db);
-    return rc;
-  }
+  if (rc != SQLITE_OK) return rc;
   uint32_t hdr_pages = mw_get32(hdr + 28);
   if (hdr_pages != 0 && memcmp(hdr + 24, hdr + 92, 4) == 0) db->visible_size = hdr_pages;
   else db->visible_size = (uint32_t)(fsize / pgsz);
   db->assigned = db->visible = db->oldest = db->compacted = 1; /* epoch 1: the file */
-  {
-    mw_log_options lo;
-    memset(&lo, 0, sizeof(lo));
-    lo.page_size = pgsz;
-    lo.sync_mode = 1;
-    lo.full_fsync = o->fullfsync;
-    lo.prealloc_step = o->small ? ((uint64_t)1 << 20) : 0;
-    lo.room_max = o->log_max_bytes; /* a compaction's cycle (mw_mp=1) */
-    if (db->mp) mw_mp_log_options(db, &lo);
-    uint64_t base = 0, last = 0;
-    char *lerr = 0;
-    rc = mw_log_open(zPath, &lo, replay_record, db, &db->log, &base, &last, &lerr);
-    if (rc != SQLITE_OK) {
-      if (pzErr && *pzErr == 0) *pzErr = lerr; else sqlite3_free(lerr);
-      db_free(db);
-      return rc;
-    }
-    sqlite3_free(lerr);
-    /* Epochs continue after the log: the file holds the state at `base`. */
-    db->compacted = base;
-    if (last < base) last = base;
-    db->assigned = db->visible = db->oldest = last;
-    db->log_bytes = mw_log_size(db->log);
-  }
-  /* From the first commit on, the log may hold what the file does not: the mark
-  ** keeps stock SQLite out of the file until the last close, crash or not. A file
-  ** marked already (a crash's log to replay, or other processes with mw_mp=1) keeps
-  ** it: this process's compactions write page 1 too, and without the mark in those
-  ** writes a crash left a log beside a file that stock SQLite would read and write. */
-  if (!mw_guard_readonly(db->data)) {
-    if (marked) {
-      mw_guard_keep_mark(db->data);
-    } else if ((rc = mw_guard_set_mark(db->data, 1)) != SQLITE_OK) {
-      mw_log_close(db->log, 0);
-      db_free(db);
-      return rc;
-    }
-  }
-  rc = mw_compactor_start(db);
+  return SQLITE_OK;
+}
+
+/* Step 5: opens the log and replays it into the store; epochs continue after it. */
+static int db_open_log(mw_db *db, char **pzErr) {
+  const mw_opts *o = &db->opts;
+  mw_log_options lo;
+  memset(&lo, 0, sizeof(lo));
+  lo.page_size = db->page_size;
+  lo.sync_mode = 1;
+  lo.full_fsync = o->fullfsync;
+  lo.prealloc_step = o->small ? ((uint64_t)1 << 20) : 0;
+  lo.room_max = o->log_max_bytes; /* a compaction's cycle (mw_mp=1) */
+  if (db->mp) mw_mp_log_options(db, &lo);
+  uint64_t base = 0, last = 0;
+  char *lerr = 0;
+  int rc = mw_log_open(db->path, &lo, replay_record, db, &db->log, &base, &last, &lerr);
   if (rc != SQLITE_OK) {
-    if (pzErr && *pzErr == 0) *pzErr = sqlite3_mprintf("multiwriter: cannot start the compactor thread of %s", zPath);
-    mw_log_close(db->log, 0);
-    db_free(db);
+    if (pzErr && *pzErr == 0) *pzErr = lerr; else sqlite3_free(lerr);
     return rc;
   }
-  if (db->mp) {
-    /* The first process lets the others share the file's lock before they may join. */
-    rc = mw_mp_is_first(db) ? mw_guard_share(db->data, db->path, &db->id) : SQLITE_OK;
-    if (rc == SQLITE_BUSY) refuse_in_use(zPath, 1, pzErr);
-    if (rc == SQLITE_OK) rc = mw_mp_joined(db, pzErr);
-    if (rc != SQLITE_OK) {
-      mw_compactor_stop(db);
-      mw_log_close(db->log, 0);
-      db_free(db);
-      return rc;
-    }
+  sqlite3_free(lerr);
+  /* Epochs continue after the log: the file holds the state at `base`. */
+  db->compacted = base;
+  if (last < base) last = base;
+  db->assigned = db->visible = db->oldest = last;
+  db->log_bytes = mw_log_size(db->log);
+  return SQLITE_OK;
+}
+
+/* Step 6: from the first commit on, the log may hold what the file does not: the mark
+** keeps stock SQLite out of the file until the last close, crash or not. A file
+** marked already (a crash's log to replay, or other processes with mw_mp=1) keeps
+** it: this process's compactions write page 1 too, and without the mark in those
+** writes a crash left a log beside a file that stock SQLite would read and write. */
+static int db_set_mark(mw_db *db, int marked) {
+  if (mw_guard_readonly(db->data)) return SQLITE_OK;
+  if (marked) {
+    mw_guard_keep_mark(db->data);
+    return SQLITE_OK;
+  }
+  return mw_guard_set_mark(db->data, 1);
+}
+
+/* Step 7: the compactor, a job of the shared background workers. */
+static int db_start_compactor(mw_db *db, char **pzErr) {
+  int rc = mw_compactor_start(db);
+  if (rc != SQLITE_OK && pzErr && *pzErr == 0)
+    *pzErr = sqlite3_mprintf("multiwriter: cannot start the compactor thread of %s", db->path);
+  return rc;
+}
+
+/* Step 8 (mw_mp=1): the first process lets the others share the file's lock before
+** they may join; then this process takes its slot (the join lock released). */
+static int db_join(mw_db *db, char **pzErr) {
+  int rc = mw_mp_is_first(db) ? mw_guard_share(db->data, db->path, &db->id) : SQLITE_OK;
+  if (rc == SQLITE_BUSY) refuse_in_use(db->path, 1, pzErr);
+  if (rc == SQLITE_OK) rc = mw_mp_joined(db, pzErr);
+  return rc;
+}
+
+static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
+                   const mw_opts *o, int readonly, mw_db **out, char **pzErr) {
+  mw_db *db = 0;
+  int joiner = 0, have_log = 0, marked = 0;
+  int rc = db_alloc(root, zPath, id, o, &db);
+  if (rc != SQLITE_OK) return rc;
+  rc = db_take_file(db, &joiner, pzErr);
+  if (rc == SQLITE_OK) rc = db_prepare_file(db, joiner, readonly, &have_log, &marked, pzErr);
+  if (rc == SQLITE_OK) rc = db_read_header(db, have_log, pzErr);
+  if (rc == SQLITE_OK) rc = db_open_log(db, pzErr);
+  if (rc == SQLITE_OK) rc = db_set_mark(db, marked);
+  if (rc == SQLITE_OK) rc = db_start_compactor(db, pzErr);
+  if (rc == SQLITE_OK && db->mp) rc = db_join(db, pzErr);
+  if (rc != SQLITE_OK) { /* the one cleanup: what the steps took, in reverse */
+    mw_compactor_stop(db); /* a no-op unless it started */
+    if (db->log) mw_log_close(db->log, 0);
+    db_free(db);
+    return rc;
   }
   *out = db;
   return SQLITE_OK;
