@@ -22,6 +22,8 @@ const STEPS = [
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
   // The mutants of scripts/mutants.mjs still find their snippets (CI runs them after npm test).
   { name: "mutants follow the code", cmd: ["node", "scripts/mutate.mjs", "--check"] },
+  // The engine's includes follow its layers (docs/design.md, "Files").
+  { name: "layers of native/src", cmd: ["node", "scripts/layers.mjs"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
   { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },
   { name: "lint lib/ (deno lint)", cmd: () => [bin("deno"), "lint", "lib"] },

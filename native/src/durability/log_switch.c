@@ -77,6 +77,17 @@ static int rename_new_file(mw_log *log, int rc, int *pRenamed, int *pDrc) {
   return rc;
 }
 
+/* After a switch, without mu: closes the file that lost (the old one once the new one
+** was renamed over it; else the new one, whose name is deleted). */
+static void close_replaced(const mw_log *log, int renamed, mw_fd old_fd, mw_fd tfd) {
+  if (renamed) {
+    mw_file_close(old_fd);
+  } else {
+    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
+    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
+  }
+}
+
 /* After the rename (mu held): every later write goes to the new file. Without the
 ** directory sync (drc) a power loss may bring the old log back without the commits
 ** written from now on: no commit may be acknowledged any more. */
@@ -154,12 +165,7 @@ static int switch_mirrored(mw_log *log, uint64_t base, size_t keep, uint64_t new
          (log->syncing && (renamed ? log->sync_gen != log->fd_gen : log->sync_mirrored)))
     mw_cond_wait(&log->cv, &log->mu);
   mw_mutex_unlock(&log->mu);
-  if (renamed) {
-    mw_file_close(old_fd);
-  } else {
-    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
-    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
-  }
+  close_replaced(log, renamed, old_fd, tfd);
   mw_mutex_lock(&log->mu);
   return rc;
 }
@@ -278,12 +284,7 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK && hook) hook(hctx, new_shift, base, alloc_phys + new_shift);
   int renamed = 0, drc = SQLITE_OK;
   rc = rename_new_file(log, rc, &renamed, &drc);
-  if (renamed) {
-    mw_file_close(old_fd);
-  } else {
-    if (tfd != MW_FD_INVALID) mw_file_close(tfd);
-    mw_file_delete(log->tmp_path, 0); /* best effort: the next open deletes it too */
-  }
+  close_replaced(log, renamed, old_fd, tfd);
 
   mw_mutex_lock(&log->mu);
   if (renamed)
