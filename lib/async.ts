@@ -10,12 +10,10 @@
 import { SQLITE_BUSY } from "./codes.ts";
 import type { Database } from "./database.ts";
 import { SQLiteError } from "./error.ts";
-import type { RunResult, Statement } from "./statement.ts";
+import type { Params, RunResult, Statement } from "./statement.ts";
+import { internalsOf } from "./internals.ts";
 import { backoffMs } from "./transaction.ts";
 import { type BindParams, type BindValue, misuse, type SQLValue } from "./values.ts";
-
-/** The parameters of tx.run() and tx.exec(): values in order, one array, or one object of names. */
-type Params = BindValue[] | [BindValue[]] | [BindParams];
 
 /** Options of db.transactionAsync(fn, options). */
 export interface AsyncTransactionOptions {
@@ -35,6 +33,12 @@ export interface AsyncTransaction {
   run(sql: string, ...params: Params): RunResult;
   /** The same as run(). */
   exec(sql: string, ...params: Params): RunResult;
+  /**
+   * Declares the rowids this transaction read and wrote (with `rebase: true`), so that a
+   * commit that lost only because other rows of the same pages changed is merged instead
+   * of run again (see Database.declareReads). After the first write.
+   */
+  declareReads(rowids: Iterable<number | bigint>, schema?: string): void;
   /** 1 on the first run of fn, then 2, 3, ... when a lost commit made it run again. */
   readonly attempt: number;
   /** The AbortSignal given, if any. */
@@ -78,6 +82,7 @@ export class AsyncPool {
   readonly #idle: Database[] = [];
   readonly #all = new Set<Database>();
   readonly #waiting: { resolve: (d: Database) => void; reject: (e: unknown) => void }[] = [];
+  readonly #committing = new Set<Database>(); // COMMIT running on an engine thread
   #sharedBusy = false;
   #closed = false;
 
@@ -123,15 +128,16 @@ export class AsyncPool {
     this.#closed = true;
     for (const w of this.#waiting.splice(0)) w.reject(closedError());
     for (const d of this.#all) {
+      // A connection whose COMMIT runs elsewhere is not touched: its close() waits for it.
       try {
-        if (d.inTransaction) d.exec("ROLLBACK");
+        if (!this.#committing.has(d) && d.inTransaction) d.exec("ROLLBACK");
       } catch { /* closing anyway */ }
       d.close();
     }
     this.#all.clear();
     this.#idle.length = 0;
     const shared = this.#host.shared;
-    if (shared !== null && shared.open && shared.inTransaction) shared.exec("ROLLBACK");
+    if (shared !== null && !this.#committing.has(shared) && shared.open && shared.inTransaction) shared.exec("ROLLBACK");
   }
 
   get closed(): boolean {
@@ -155,7 +161,13 @@ export class AsyncPool {
           conn.exec("BEGIN");
           const result = await fn(handle.api, ...args);
           handle.check();
-          conn.exec("COMMIT");
+          handle.end(); // nothing of tx runs while the connection commits elsewhere
+          this.#committing.add(conn);
+          try {
+            await internalsOf(conn).commitAsync();
+          } finally {
+            this.#committing.delete(conn);
+          }
           return result;
         } catch (e) {
           if (!this.#closed && conn.open && conn.inTransaction) conn.exec("ROLLBACK");
@@ -192,6 +204,7 @@ class TxHandle {
       prepare: (sql, params) => this.#guard(this.#use().prepare(sql, params)),
       run: (sql, ...params) => this.#use().run(sql, ...params),
       exec: (sql, ...params) => this.#use().exec(sql, ...params),
+      declareReads: (rowids, schema) => this.#use().declareReads(rowids, schema),
       attempt,
       signal,
     };

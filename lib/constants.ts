@@ -82,6 +82,8 @@ export const constants = {
   SQLITE_FCNTL_RESET_CACHE: 42,
   /** The engine's counters (an int64_t[32]); db.stats() reads them by name. */
   MW_FCNTL_STATS: 0x4d570001,
+  /** The engine's file control: the connection is one of an event loop's (never waits for the turn). */
+  MW_FCNTL_EVENT_LOOP: 0x4d570003,
 } as const;
 
 // Only the package passes these (not part of the `constants` export).

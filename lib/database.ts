@@ -12,7 +12,7 @@ import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/i
 import type { Symbols } from "./ffi/types.ts";
 import { type AggregateOptions, defineAggregate, defineFunction, type FunctionOptions, safeText } from "./functions.ts";
 import { backup, deserialize, type Image, imageOpenOptions, isImage, serialize } from "./images.ts";
-import type { Internals } from "./internals.ts";
+import { type Internals, register } from "./internals.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
 import { type Params, type RunResult, Statement } from "./statement.ts";
 import { type EngineStats, STAT_SLOTS, statsFrom } from "./stats.ts";
@@ -103,6 +103,8 @@ export class Database {
   readonly #bun: boolean;
   readonly #mode: ValueMode;
   #db: Ptr | null = null;
+  #progress = false; // a progress handler is set (SQLite calls it during COMMIT too)
+  #asyncInFlight = 0; // statements of this connection running off this thread
   readonly #path: string;
   readonly #engine: boolean;
   readonly #statements = new Set<Statement<object>>();
@@ -229,7 +231,9 @@ export class Database {
       forget: (stmt) => this.#statements.delete(stmt),
       retryLost: (h, rc, attempt, since) => retryLost(c, h, rc, attempt, since),
       internalRun: (sql) => this.#internalRun(sql),
+      commitAsync: () => this.#commitAsync(),
     };
+    register(this, c);
     return c;
   }
 
@@ -382,6 +386,7 @@ export class Database {
     const f = this.#f;
     if (fn === null) {
       this.#sym.sqlite3_progress_handler(db, 0, f.NULL, f.NULL);
+      this.#progress = false;
       return;
     }
     const cb = f.callback("progress", () => {
@@ -397,6 +402,7 @@ export class Database {
     });
     this.#sym.sqlite3_progress_handler(db, ops, cb.ptr, f.NULL);
     this.#callbacks.push(cb);
+    this.#progress = true;
   }
 
   // ---- statements ----
@@ -568,6 +574,19 @@ export class Database {
 
   // ---- transactions (lib/transaction.ts) ----
 
+  async #commitAsync(): Promise<void> {
+    const db = this.#handle();
+    if (this.#progress) return this.#internalRun("COMMIT");
+    this.#asyncInFlight++;
+    let rc: number;
+    try {
+      rc = await this.#f.execAsync(db, "COMMIT");
+    } finally {
+      this.#asyncInFlight--;
+    }
+    if (rc !== SQLITE_OK) throw this.#error(rc, "COMMIT");
+  }
+
   #internalRun(sql: string): void {
     let stmt = this.#internal.get(sql);
     if (stmt === undefined) {
@@ -656,7 +675,11 @@ export class Database {
         const engine = file !== "" && this.stats(name).engine;
         const target = file === "" ? ":memory:" : engine ? toUri(file, [["vfs", "multiwriter"]]) : file;
         d.run("ATTACH ? AS ?", target, name);
+        if (engine) d.fileControl(name, constants.MW_FCNTL_EVENT_LOOP, 1);
       }
+      // Its transactions interleave with the others' on this thread: the engine must
+      // never make it wait for one of them (the hot-spot turn).
+      if (this.#engine) d.fileControl(constants.MW_FCNTL_EVENT_LOOP, 1);
     } catch (e) {
       d.close();
       throw e;
@@ -921,6 +944,9 @@ export class Database {
     // transactionAsync runs in flight roll back; their next use of tx throws.
     this.#pool?.close();
     this.#pool = null;
+    // A COMMIT running on an engine thread (transactionAsync) ends first: finalizing and
+    // closing would use the connection under it.
+    if (this.#asyncInFlight > 0) this.#sym.mw_exec_wait(db);
     for (const stmt of [...this.#statements]) stmt.finalize();
     // A writable blob commits at its close: an error there (its writes lost) is thrown once
     // the connection is closed, never swallowed. A read-only blob's close only repeats an

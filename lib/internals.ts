@@ -1,7 +1,7 @@
 // lib/internals.ts: what the concern modules of a connection (transaction.ts, functions.ts,
 // images.ts) reach of it. Database builds one such object per connection and hands it to
 // them (statements see the same object as their Connection); it never appears on the
-// public surface. Types only: no logic lives here.
+// public surface. Types, and the registry that finds a connection's internals.
 import type { NativeCallback, Ptr } from "./ffi/index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import type { Connection } from "./statement.ts";
@@ -33,4 +33,25 @@ export interface Internals extends Connection {
   readonly tx: TransactionState;
   /** Runs one of the library's own statements (BEGIN, COMMIT, SAVEPOINT, ...), cached apart from query()'s. */
   internalRun(sql: string): void;
+  /**
+   * COMMIT off this thread (transactionAsync): the event loop goes on while the commit
+   * waits for its sync, and commits in flight together share it. Rejects as COMMIT would
+   * throw. Runs COMMIT here where that cannot be done (a progress handler is set: SQLite
+   * would call it from another thread).
+   */
+  commitAsync(): Promise<void>;
+}
+
+const registry = new WeakMap<object, Internals>();
+
+/** Records a connection's internals (its constructor does). */
+export function register(owner: object, c: Internals): void {
+  registry.set(owner, c);
+}
+
+/** The internals of a connection of this library. */
+export function internalsOf(owner: object): Internals {
+  const c = registry.get(owner);
+  if (c === undefined) throw new TypeError("sqlite-multiwriter: not a Database of this library");
+  return c;
 }

@@ -21,8 +21,47 @@ interface BunFfi {
   CString: new (p: number, offset?: number, length?: number) => { toString(): string };
   JSCallback: new (
     fn: (...args: never[]) => unknown,
-    def: { args: string[]; returns: string },
+    def: { args: string[]; returns: string; threadsafe?: boolean },
   ) => { ptr: number | null; close(): void };
+}
+
+// execAsync in Bun, which has no nonblocking FFI calls: mw_exec_async runs the statement on
+// an engine thread, which calls one thread-safe callback (Bun queues the call to this
+// thread's event loop). The callback lives as long as the library: a statement in flight
+// may call it at any time. While any is in flight a timer keeps the event loop alive (a
+// thread-safe callback alone does not).
+function asyncExec(ffi: BunFfi, sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
+  const pending = new Map<number, (rc: number) => void>();
+  let next = 1;
+  let keepAlive: ReturnType<typeof setInterval> | null = null;
+  let done: { ptr: number | null } | null = null;
+  return (db, sql) => {
+    done ??= new ffi.JSCallback((id: number, rc: number) => {
+      const resolve = pending.get(Number(id));
+      pending.delete(Number(id));
+      if (pending.size === 0 && keepAlive !== null) {
+        clearInterval(keepAlive);
+        keepAlive = null;
+      }
+      resolve?.(rc);
+    }, { args: ["i64", "i32"], returns: "void", threadsafe: true });
+    const id = next++;
+    const text = new TextEncoder().encode(sql + "\0");
+    return new Promise<number>((resolve) => {
+      pending.set(id, resolve);
+      keepAlive ??= setInterval(() => {}, 1 << 30);
+      const rc = sym.mw_exec_async(db, text, id, (done!.ptr ?? 0) as unknown as Ptr);
+      if (rc !== 0) {
+        // No engine thread (or no memory for the job): run it here.
+        pending.delete(id);
+        if (pending.size === 0 && keepAlive !== null) {
+          clearInterval(keepAlive);
+          keepAlive = null;
+        }
+        resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
+      }
+    });
+  };
 }
 
 // i64 results come back as numbers when they fit in a double exactly, else as BigInt;
@@ -100,5 +139,6 @@ export function loadBun(path: string): Ffi {
       });
       return { ptr: (cb.ptr ?? 0) as unknown as Ptr, close: () => cb.close() };
     },
+    execAsync: asyncExec(ffi, lib.symbols as unknown as Symbols),
   };
 }

@@ -10,7 +10,10 @@ type DenoPointer = object | null;
 interface DenoFfi {
   dlopen(
     path: string,
-    symbols: Record<string, { name?: string; parameters: string[]; result: string | { struct: string[] } }>,
+    symbols: Record<
+      string,
+      { name?: string; parameters: string[]; result: string | { struct: string[] }; nonblocking?: boolean }
+    >,
   ): { symbols: Record<string, (...args: unknown[]) => unknown> };
   UnsafePointer: {
     create(value: bigint): DenoPointer;
@@ -74,7 +77,10 @@ function pinLibrary(D: DenoFfi, path: string): void {
 
 export function loadDeno(path: string): Ffi {
   const D = (globalThis as unknown as { Deno: DenoFfi }).Deno;
-  const table: Record<string, { name?: string; parameters: string[]; result: string | { struct: string[] } }> = {};
+  const table: Record<
+    string,
+    { name?: string; parameters: string[]; result: string | { struct: string[] }; nonblocking?: boolean }
+  > = {};
   const slow: string[] = [];
   for (const [name, def] of Object.entries(functions)) {
     table[name] = { parameters: def.args.map(nativeType), result: nativeType(def.returns) };
@@ -88,6 +94,9 @@ export function loadDeno(path: string): Ffi {
       slow.push(name);
     }
   }
+  // execAsync: mw_exec_tracked as a nonblocking call (Deno runs it on a thread of its own
+  // and resolves a promise here).
+  table["mw_exec_tracked$nb"] = { name: "mw_exec_tracked", parameters: ["pointer", "buffer"], result: "i32", nonblocking: true };
   const lib = D.dlopen(path, table);
   pinLibrary(D, path);
   // Deno returns every 64-bit result as a BigInt; the neutral contract is a number when
@@ -102,6 +111,8 @@ export function loadDeno(path: string): Ffi {
       ? (a: unknown, b: unknown) => narrow(raw(a, b))
       : (...args: unknown[]) => narrow((raw as (...a: unknown[]) => bigint | number)(...args));
   }
+  const nonblocking = lib.symbols["mw_exec_tracked$nb"] as (db: unknown, sql: Uint8Array) => Promise<number>;
+  delete symbols["mw_exec_tracked$nb"];
   const safe: Record<string, unknown> = { ...symbols };
   for (const name of slow) {
     const raw = lib.symbols[`${name}$slow`] as (...a: unknown[]) => Uint8Array;
@@ -142,6 +153,10 @@ export function loadDeno(path: string): Ffi {
         fn as (...args: never[]) => unknown,
       );
       return { ptr: cb.pointer as unknown as Ptr, close: () => cb.close() };
+    },
+    execAsync: (db, sql) => {
+      const text = new TextEncoder().encode(sql + "\0"); // kept alive by this closure until settled
+      return nonblocking(db, text).then((rc) => (void text, rc));
     },
   };
 }

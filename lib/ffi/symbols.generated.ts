@@ -96,10 +96,14 @@ export const functions = {
   mw_stats: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
   mw_db_config: { args: ["ptr", "i32", "i32", "buffer"], returns: "i32" },
   mw_rebase_rows_declare: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
+  mw_exec_tracked: { args: ["ptr", "buffer"], returns: "i32" },
+  mw_exec_async: { args: ["ptr", "buffer", "i64", "ptr"], returns: "i32" },
+  mw_exec_wait: { args: ["ptr"], returns: "void" },
 } as const;
 
 export const callbacks = {
   scalar: { args: ["ptr", "i32", "ptr"], returns: "void" },
   final: { args: ["ptr"], returns: "void" },
   progress: { args: ["ptr"], returns: "i32" },
+  execDone: { args: ["i64", "i32"], returns: "void" },
 } as const;

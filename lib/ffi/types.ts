@@ -74,4 +74,10 @@ export interface Ffi {
   addressOf(buf: ArrayBufferView): bigint;
   /** Makes a C function pointer of the given callback kind that calls fn. */
   callback<K extends keyof typeof callbacks>(kind: K, fn: CallbackFn<K>): NativeCallback;
+  /**
+   * Runs sqlite3_exec(db, sql) off this thread (native/src/vfs/async.c) and resolves with
+   * its result code; db must not be used until then, and mw_exec_wait(db) must come before
+   * its close. Where no thread can run it, it runs here (the promise is then settled).
+   */
+  execAsync(db: Ptr, sql: string): Promise<number>;
 }

@@ -113,6 +113,14 @@ typedef struct mw_rebase_rows {
 MW_API int mw_rebase_rows_declare(struct sqlite3 *db, const char *zDb, const int64_t *rowids,
                                   int n);
 
+/* File control opcode: pArg is an int*; 1 marks the connection as one of several
+** whose transactions an event loop interleaves on one thread (a binding's
+** transactionAsync), 0 unmarks it. Such a connection never waits for the hot-spot
+** turn (a wait would block the thread while the turn's holder, parked at an await on
+** that same thread, can only go on once it returns): it stays optimistic, and its
+** caller runs a lost transaction again. Per connection and schema. */
+#define MW_FCNTL_EVENT_LOOP 0x4d570003
+
 /* Fills out[0..n-1] with the statistics of the connection's database zDb ("main"
 ** when NULL) and returns an SQLite result code. A database that does not run on the
 ** engine reports MW_STAT_ENGINE = 0 and zeros. */
@@ -124,6 +132,20 @@ MW_API int mw_stats(struct sqlite3 *db, const char *zDb, int64_t *out, int n);
 ** option as it is; *out (when not NULL) receives its state. SQLITE_MISUSE for other
 ** options. */
 MW_API int mw_db_config(struct sqlite3 *db, int op, int value, int *out);
+
+/* Statements run off the caller's thread, for event loops (a COMMIT waits for its
+** group's sync there, not on the loop). The caller must not use db until the statement
+** ended, and must call mw_exec_wait(db) before sqlite3_close(db).
+**  - mw_exec_tracked: sqlite3_exec(db, sql) on the calling thread (e.g. a runtime's
+**    nonblocking FFI call), db marked busy meanwhile; returns its result code.
+**  - mw_exec_async: the same on one of the engine's threads, then done(id, rc) on that
+**    thread. Returns SQLITE_OK when queued (done will be called), else an error code
+**    (done will not be called: run the statement some other way).
+**  - mw_exec_wait: returns once no statement of db runs or waits here. */
+MW_API int mw_exec_tracked(struct sqlite3 *db, const char *sql);
+MW_API int mw_exec_async(struct sqlite3 *db, const char *sql, int64_t id,
+                         void (*done)(int64_t id, int32_t rc));
+MW_API void mw_exec_wait(struct sqlite3 *db);
 
 #ifdef __cplusplus
 }

@@ -207,6 +207,7 @@ struct mw_lane {
   sqlite3_file *real;          /* the main file through the root VFS */
   int readcheck;
   int rebase;                  /* mw_rebase=1 (rebase.c) */
+  int event_loop;              /* MW_FCNTL_EVENT_LOOP: never waits for the turn (turn.c) */
   int sync_level;              /* observed PRAGMA synchronous (0..3) */
   int lock_level;              /* the main file's level SQLite holds (pretended, lane.c) */
 

@@ -10,6 +10,7 @@
 **    was refused (SQLITE_BUSY_SNAPSHOT: the group path does not relocate);
 **  - processes (mw_mp=1): any such commit was refused with SQLITE_ERROR (the group path
 **    is not built for shared logs).
+**  - rebase: a commit that waits for phase two still has its declaration there.
 ** A real transaction over main and an attached database, with another connection of the
 ** thread holding a write lock meanwhile, still commits both halves (the group path). */
 #include "test_engine_util.h"
@@ -72,12 +73,43 @@ static void attached(const char *dir) {
   printf("test_engine_interleaved: main + attached with another write lock held: both halves or neither\n");
 }
 
+/* Rebase (mw_rebase=1) of a commit made while another connection of the thread holds
+** a write lock: the commit waits for SQLite's phase two, which comes after SQLite let
+** the write lock go; the declaration must still be there (it was forgotten with the
+** lock, and every such commit was refused). */
+static void rebase_stashed(const char *dir) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/rebase.db", dir);
+  sqlite3 *a = tu_open(path, "mw_rebase=1"), *b = tu_open(path, "mw_rebase=1"), *c = tu_open(path, "mw_rebase=1");
+  tu_exec(a, "CREATE TABLE r(id INTEGER PRIMARY KEY, v); CREATE TABLE side(x); "
+             "INSERT INTO r VALUES(1, 0), (2, 0), (3, 0)"); /* one leaf */
+  tu_exec(c, "BEGIN; INSERT INTO side VALUES(1)"); /* holds a write lock throughout */
+  int64_t rows[1];
+  tu_exec(a, "BEGIN; UPDATE r SET v = v + 1 WHERE id = 1");
+  rows[0] = 1;
+  CHECK_RC(mw_rebase_rows_declare(a, 0, rows, 1), SQLITE_OK);
+  tu_exec(b, "BEGIN; UPDATE r SET v = v + 1 WHERE id = 2");
+  rows[0] = 2;
+  CHECK_RC(mw_rebase_rows_declare(b, 0, rows, 1), SQLITE_OK);
+  CHECK_RC(tu_try(a, "COMMIT"), SQLITE_OK);
+  CHECK_RC(tu_try(b, "COMMIT"), SQLITE_OK); /* the same leaf changed: merged */
+  CHECK(tu_stat(b, MW_STAT_REBASES) == 1);
+  CHECK_RC(tu_try(c, "COMMIT"), SQLITE_OK);
+  CHECK(tu_int(c, "SELECT sum(v) FROM r") == 2 && tu_int(c, "SELECT v FROM r WHERE id = 3") == 0);
+  CHECK(tu_integrity_ok(c));
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+  CHECK_RC(sqlite3_close(c), SQLITE_OK);
+  printf("test_engine_interleaved: rebase with another write lock held: merged\n");
+}
+
 int main(void) {
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("interleaved");
   growth(dir, "");
   growth(dir, "mw_mp=1");
   attached(dir);
+  rebase_stashed(dir);
   tu_rmdir();
   printf("test_engine_interleaved: ok\n");
   return 0;

@@ -103,8 +103,11 @@ void mw_turn_enter_locked(mw_db *db, mw_lane *l, mw_owner *me) {
   ** in the queue (it queues again after its next loss) and takes no turn. So no
   ** thread waits for a turn, nor takes one, while it holds one: the waits for turns
   ** form no cycle. */
+  /* A lane of an event loop (MW_FCNTL_EVENT_LOOP) never waits, nor takes a turn: its
+  ** thread also runs the other transactions of the loop, one of which may hold the
+  ** turn while parked at an await. */
   int mine = db->turn == l && l->turn_owner == me;
-  if (me && mw_owner_turns(me) > mine) {
+  if (l->event_loop || (me && mw_owner_turns(me) > mine)) {
     if (l->turn_queued && db->turn != l) unlink_locked(db, l);
     if (db->turn == l) db->turn_exclusive = 0; /* handed over from another thread */
     return;

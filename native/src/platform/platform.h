@@ -70,6 +70,8 @@ int mw_cond_timedwait_ms(mw_cond *c, mw_mutex *m, int ms);
 int mw_thread_start(mw_thread *t, void *(*fn)(void *), void *arg);
 /* Waits for a thread started by mw_thread_start to end. */
 void mw_thread_join(mw_thread t);
+/* Lets a started thread run on its own: nobody joins it (it ends by itself). */
+void mw_thread_detach(mw_thread t);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t mw_now_ns(void);

@@ -55,6 +55,8 @@ int mw_thread_start(mw_thread *t, void *(*fn)(void *), void *arg) {
 
 void mw_thread_join(mw_thread t) { pthread_join(t, 0); }
 
+void mw_thread_detach(mw_thread t) { pthread_detach(t); }
+
 uint64_t mw_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

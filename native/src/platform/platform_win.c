@@ -85,6 +85,8 @@ void mw_thread_join(mw_thread t) {
   CloseHandle(t);
 }
 
+void mw_thread_detach(mw_thread t) { CloseHandle(t); }
+
 uint64_t mw_process_id(void) { return (uint64_t)GetCurrentProcessId(); }
 
 void mw_at_fork_child(void (*fn)(void)) { (void)fn; }

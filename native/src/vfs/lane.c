@@ -410,14 +410,18 @@ static int publish_stashed(mw_lane *l) {
     }
     return SQLITE_BUSY_SNAPSHOT;
   }
-  if (k > 1) return mw_commit_group(group, k);
-  __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
-  int rc = mw_commit(l, l->stash_from, l->stash_to, l->stash_pages);
-  if (rc == SQLITE_OK) {
-    l->committed_frames = l->stash_to;
+  int rc;
+  if (k > 1) {
+    rc = mw_commit_group(group, k);
   } else {
-    l->poisoned = 1;
-    l->must_reset = 1;
+    __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+    rc = mw_commit(l, l->stash_from, l->stash_to, l->stash_pages);
+    if (rc == SQLITE_OK) {
+      l->committed_frames = l->stash_to;
+    } else {
+      l->poisoned = 1;
+      l->must_reset = 1;
+    }
   }
   return rc;
 }
@@ -455,6 +459,10 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       mw_mp_room_claims(db, &out[MW_STAT_LOG_ROOM_CLAIMED], &out[MW_STAT_LOG_ROOM_CLAIMED_NOW]);
       return SQLITE_OK;
     }
+    case MW_FCNTL_EVENT_LOOP:
+      if (arg == 0) return SQLITE_MISUSE;
+      l->event_loop = *(int *)arg != 0;
+      return SQLITE_OK;
     case MW_FCNTL_REBASE_ROWS: {
       const mw_rebase_rows *r = arg;
       return r ? mw_rebase_declare(l, r->rowids, r->n) : SQLITE_MISUSE;
@@ -539,9 +547,12 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
       l->wlock_counter = mw_thread_write_locks();
       __atomic_add_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
       __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED); /* a new write transaction */
+      /* A declaration covers one write transaction (rebase.c): the one before ended,
+      ** committed or rolled back. It is forgotten here, not when the write lock goes:
+      ** SQLite lets the lock go before phase two, where a stashed commit uses it. */
+      mw_rebase_forget(l);
     } else if (!lock && l->write_lock) {
       __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
-      mw_rebase_forget(l); /* the write transaction it covered ended (rebase.c) */
     }
     l->write_lock = lock;
   }
@@ -678,8 +689,13 @@ static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 of
         l->stats[MW_STAT_CONFLICT_WRITE]++;
         return SQLITE_BUSY_SNAPSHOT;
       }
-      if (*mw_thread_write_locks() > 1) {
-        /* This thread holds another engine write lock: most likely the same
+      /* The count of the thread that began writing: the COMMIT may run on another
+      ** (async.c), which then runs phase two of every database of the transaction,
+      ** so the stash belongs to the committing thread. Commits of one event loop run
+      ** on several threads at once: each finds only its own stashes. */
+      int *locks = l->wlock_counter ? l->wlock_counter : mw_thread_write_locks();
+      if (__atomic_load_n(locks, __ATOMIC_RELAXED) > 1) {
+        /* That thread holds another engine write lock: most likely the same
         ** transaction writes an attached database too, whose frames SQLite writes
         ** next. Wait for phase two and publish them together (main_fcntl). */
         l->stash_from = l->committed_frames;

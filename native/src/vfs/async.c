@@ -1,0 +1,212 @@
+/*
+** async.c: statements run off the caller's thread, for bindings whose thread is an event
+** loop (Bun, Deno). A COMMIT waits for its group's sync; run on the loop's thread it holds
+** the loop for that long, and a loop with many transactions in flight (transactionAsync)
+** commits them one at a time, so the group commit has nothing to group. Here each
+** COMMIT runs on a thread of its own: many wait for the same sync, and the loop goes on.
+**
+**  - mw_exec_tracked(db, sql): sqlite3_exec on the calling thread, with db marked busy
+**    meanwhile. Deno calls it as a nonblocking FFI call (its own thread pool).
+**  - mw_exec_async(db, sql, id, done): the same on one of this file's threads, then
+**    done(id, rc) there. Bun calls it with a thread-safe callback (Bun has no
+**    nonblocking FFI calls).
+**  - mw_exec_wait(db): blocks until no statement of db runs here: sqlite3_close must
+**    wait for it (the binding's close() calls it first).
+** The caller must not use db while a statement of it runs here (the binding's pooled
+** connection is reserved for the transaction until its COMMIT returned). The engine
+** ties nothing of a transaction to the thread that commits it: lane.c finds the
+** databases of one transaction through the write-lock count of the thread that began
+** writing it, so a COMMIT on another thread publishes the same way.
+**
+** Threads are started as jobs arrive (at most MW_ASYNC_THREADS, else jobs queue) and end
+** after MW_ASYNC_IDLE_MS without work: nothing runs here once the binding is idle.
+**
+** Owns: the job queue, its threads, the busy marks. Never touches: the engine's state
+** (only through SQLite, as any caller), the callbacks' memory.
+*/
+#include "engine.h"
+#include "platform/platform.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef MW_ASYNC_THREADS
+#  define MW_ASYNC_THREADS 64
+#endif
+#define MW_ASYNC_IDLE_MS 2000
+
+typedef void (*mw_async_done)(int64_t id, int32_t rc);
+
+typedef struct job {
+  struct job *next;
+  sqlite3 *db;
+  char *sql;
+  int64_t id;
+  mw_async_done done;
+} job;
+
+typedef struct busy {
+  struct busy *next;
+  sqlite3 *db;
+  int n;                       /* statements of db queued or running here */
+} busy;
+
+static mw_mutex mu = MW_MUTEX_INIT;
+static mw_cond work_cv = MW_COND_INIT; /* a job was queued */
+static mw_cond idle_cv = MW_COND_INIT; /* a busy mark went */
+static job *head, *tail;
+static busy *marks;
+static int nthreads, nidle, nqueued;
+
+/* ---------------------------------------------------------------- busy marks */
+
+static busy *mark_find(sqlite3 *db) {
+  for (busy *b = marks; b; b = b->next)
+    if (b->db == db) return b;
+  return 0;
+}
+
+/* Under mu. SQLITE_NOMEM when the mark cannot be made. */
+static int mark_add(sqlite3 *db) {
+  busy *b = mark_find(db);
+  if (b == 0) {
+    b = calloc(1, sizeof *b);
+    if (b == 0) return SQLITE_NOMEM;
+    b->db = db;
+    b->next = marks;
+    marks = b;
+  }
+  b->n++;
+  return SQLITE_OK;
+}
+
+/* Under mu. */
+static void mark_drop(sqlite3 *db) {
+  busy **pp = &marks;
+  while (*pp && (*pp)->db != db) pp = &(*pp)->next;
+  busy *b = *pp;
+  if (b == 0) return;
+  if (--b->n == 0) {
+    *pp = b->next;
+    free(b);
+    mw_cond_broadcast(&idle_cv);
+  }
+}
+
+/* A child of fork has none of the parent's threads: it starts its own. Its queue
+** and marks are the parent's copy (a job queued there ran in the parent); left as
+** they are, a mark would keep mw_exec_wait waiting: the child starts empty. */
+static void after_fork(void) {
+  mw_mutex_init(&mu);
+  mw_cond_init(&work_cv);
+  mw_cond_init(&idle_cv);
+  head = tail = 0;
+  marks = 0;
+  nthreads = nidle = nqueued = 0;
+}
+
+/* Under mu: registers after_fork once. */
+static void once(void) {
+  static int done;
+  if (!done) {
+    done = 1;
+    mw_at_fork_child(after_fork);
+  }
+}
+
+/* ---------------------------------------------------------------- the calls */
+
+MW_API int mw_exec_tracked(sqlite3 *db, const char *sql) {
+  if (db == 0 || sql == 0) return SQLITE_MISUSE;
+  mw_mutex_lock(&mu);
+  int rc = mark_add(db);
+  mw_mutex_unlock(&mu);
+  if (rc != SQLITE_OK) return rc;
+  rc = sqlite3_exec(db, sql, 0, 0, 0);
+  mw_mutex_lock(&mu);
+  mark_drop(db);
+  mw_mutex_unlock(&mu);
+  return rc;
+}
+
+MW_API void mw_exec_wait(sqlite3 *db) {
+  mw_mutex_lock(&mu);
+  while (db && mark_find(db)) mw_cond_wait(&idle_cv, &mu);
+  mw_mutex_unlock(&mu);
+}
+
+static void *worker(void *unused) {
+  (void)unused;
+  mw_mutex_lock(&mu);
+  for (;;) {
+    while (head == 0) {
+      nidle++;
+      uint64_t t0 = mw_now_ns();
+      mw_cond_timedwait_ms(&work_cv, &mu, MW_ASYNC_IDLE_MS);
+      nidle--;
+      if (head == 0 && mw_now_ns() - t0 >= (uint64_t)MW_ASYNC_IDLE_MS * 1000000u) {
+        nthreads--;
+        mw_mutex_unlock(&mu);
+        return 0;
+      }
+    }
+    job *j = head;
+    head = j->next;
+    if (head == 0) tail = 0;
+    nqueued--;
+    mw_mutex_unlock(&mu);
+    int rc = sqlite3_exec(j->db, j->sql, 0, 0, 0);
+    /* The mark goes before the callback: the binding may close db from there on. */
+    mw_mutex_lock(&mu);
+    mark_drop(j->db);
+    mw_mutex_unlock(&mu);
+    if (j->done) j->done(j->id, rc);
+    free(j->sql);
+    free(j);
+    mw_mutex_lock(&mu);
+  }
+}
+
+MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done done) {
+  if (db == 0 || sql == 0) return SQLITE_MISUSE;
+  job *j = calloc(1, sizeof *j);
+  size_t n = strlen(sql) + 1;
+  char *copy = malloc(n);
+  if (j == 0 || copy == 0) {
+    free(j);
+    free(copy);
+    return SQLITE_NOMEM;
+  }
+  memcpy(copy, sql, n);
+  j->db = db;
+  j->sql = copy;
+  j->id = id;
+  j->done = done;
+  mw_mutex_lock(&mu);
+  once();
+  int rc = mark_add(db);
+  /* A thread for every job queued beyond the idle ones (one woken may not have taken
+  ** its job yet): commits queued together run together and share a sync. */
+  if (rc == SQLITE_OK && nqueued + 1 > nidle && nthreads < MW_ASYNC_THREADS) {
+    mw_thread t;
+    if (mw_thread_start(&t, worker, 0) == 0) {
+      mw_thread_detach(t);
+      nthreads++;
+    } else if (nthreads == 0) {
+      mark_drop(db);
+      rc = SQLITE_CANTOPEN; /* no thread at all: the caller runs it itself */
+    }
+  }
+  if (rc == SQLITE_OK) {
+    if (tail) tail->next = j; else head = j;
+    tail = j;
+    nqueued++;
+    mw_cond_signal(&work_cv);
+  }
+  mw_mutex_unlock(&mu);
+  if (rc != SQLITE_OK) {
+    free(copy);
+    free(j);
+  }
+  return rc;
+}
