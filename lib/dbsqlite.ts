@@ -43,6 +43,8 @@ export interface DbDatabaseOptions extends DatabaseOptions {
 export interface DbAsyncTransaction {
   /** A prepared statement of this transaction's connection. */
   prepare(sql: string): Statement;
+  /** A statement of this transaction's connection, prepared once and cached (do not finalize it). */
+  query(sql: string): Statement;
   /** Runs SQL on this transaction's connection; returns the rows it changed. */
   exec(sql: string, ...params: DbParams): number;
   /** Alias of exec(). */
@@ -374,6 +376,7 @@ export class Database {
     return this.#db.transactionAsync((tx, ...args: A) => {
       const face: DbAsyncTransaction = {
         prepare: (sql) => new Statement(tx.prepare(sql), json),
+        query: (sql) => new Statement(tx.query(sql), json),
         exec: (sql, ...params) => tx.run(sql, ...convert(params)).changes,
         run: (sql, ...params) => tx.run(sql, ...convert(params)).changes,
         attempt: tx.attempt,

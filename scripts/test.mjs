@@ -1,26 +1,28 @@
 #!/usr/bin/env node
-// `npm test`: the whole suite, step by step. Each step prints what it runs; the first
-// failure stops the run with a non-zero exit; the end prints one summary line.
+// `npm test`: the suite, step by step: the build, every C test, the TypeScript suites under
+// Bun and Deno, the checks (a few minutes). `npm run test:full` (`--full`) adds the heavy
+// stages: sanitizers, fuzzing, the benchmark smoke, mutation testing, the other platforms
+// under emulation and SQLite's Tcl suite (what CI runs). Each step prints what it runs; the
+// first failure stops the run with a non-zero exit; the end prints one summary line.
+// What a step needs from the system is checked before anything runs, in one message.
 // To add a step, add an entry to STEPS: { name, cmd: [program, ...args] } (a function
-// returning the array is fine when the program has to be found first).
-import { spawn } from "node:child_process";
+// returning the array is fine when the program has to be found first), `full: true` for
+// the heavy stages, `needs: [...]` for the system programs it runs.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { root } from "./bootstrap.mjs";
+import { root, zigBinary } from "./bootstrap.mjs";
+
+const full = process.argv.includes("--full");
 
 const bin = (name) => join(root, "node_modules", ".bin", name);
 
 const STEPS = [
   { name: "bootstrap", cmd: ["node", "scripts/bootstrap.mjs"] },
   { name: "zig build", cmd: ["node", "scripts/zig.mjs", "build"] },
-  { name: "C tests (zig build test)", cmd: ["node", "scripts/zig.mjs", "build", "test"] },
-  // Every C test again under ASan+UBSan and under TSan (Debian's clang; sqlite3.o is kept
-  // in zig-out/sanitize between runs).
-  { name: "sanitizers (ASan+UBSan, TSan)", cmd: ["bash", "scripts/sanitize.sh"] },
-  // libFuzzer targets of native/fuzz, 25 s each from the committed corpus (a longer run:
-  // scripts/fuzz.sh 1800); reuses the ASan sqlite3.o of the step above.
-  { name: "fuzzing (scripts/fuzz.sh, bounded)", cmd: ["bash", "scripts/fuzz.sh", "25"] },
+  { name: "C tests (zig build test)", cmd: ["node", "scripts/zig.mjs", "build", "test"], needs: ["sqlite3"] },
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
-  // The mutants of scripts/mutants.mjs still find their snippets (CI runs them after npm test).
+  // The mutants of scripts/mutants.mjs still find their snippets (--full runs them).
   { name: "mutants follow the code", cmd: ["node", "scripts/mutate.mjs", "--check"] },
   // The engine's includes follow its layers (docs/design.md, "Files").
   { name: "layers of native/src", cmd: ["node", "scripts/layers.mjs"] },
@@ -31,8 +33,68 @@ const STEPS = [
   { name: "vitest under Deno", cmd: () => [bin("deno"), "run", "-A", "npm:vitest", "run"], vitest: true },
   { name: "type check bench/", cmd: () => [bin("tsc"), "-p", "bench"] },
   { name: "lint bench/ts (deno lint)", cmd: () => [bin("deno"), "lint", "bench/ts"] },
-  { name: "benchmark smoke (bench/smoke.sh)", cmd: ["bash", "bench/smoke.sh"] },
-];
+  { name: "type check examples/ (tsc, deno check)", cmd: ["bash", "-c", "node_modules/.bin/tsc -p examples && node_modules/.bin/deno check examples/deno/*/*.ts"] },
+  // ---- the heavy stages: npm run test:full ----
+  // Every C test again under ASan+UBSan and under TSan (Debian's clang; sqlite3.o is kept
+  // in zig-out/sanitize between runs).
+  { name: "sanitizers (ASan+UBSan, TSan)", cmd: ["bash", "scripts/sanitize.sh"], full: true, needs: ["clang", "libclang-rt"] },
+  // libFuzzer targets of native/fuzz, 25 s each from the committed corpus (a longer run:
+  // scripts/fuzz.sh 1800); reuses the ASan sqlite3.o of the step above.
+  { name: "fuzzing (scripts/fuzz.sh, bounded)", cmd: ["bash", "scripts/fuzz.sh", "25"], full: true, needs: ["clang", "libclang-rt"] },
+  { name: "benchmark smoke (bench/smoke.sh)", cmd: ["bash", "bench/smoke.sh"], full: true },
+  // Every mutant of scripts/mutants.mjs must be killed by its C tests (docs/design.md,
+  // "Mutation testing"): the tests at MW_TEST_SCALE=0.25, 180 s per test run, the stage
+  // at 15 minutes (under 6 minutes on 2 busy cores from an empty cache).
+  { name: "mutation testing (scripts/mutate.mjs)", cmd: ["timeout", "900", "node", "scripts/mutate.mjs"], full: true },
+  // Every release target (what the next two steps and release/check.mjs use).
+  { name: "release build (zig build release)", cmd: ["node", "scripts/zig.mjs", "build", "release", "--summary", "none"], full: true },
+  // The targets this x86_64 machine can run, emulated: C tests, library smoke, TS suite;
+  // ends with the table of what ran on each target (every tool must be there).
+  { name: "other platforms (release/platforms.mjs)", cmd: ["node", "release/platforms.mjs", "--require-all"], full: true, needs: ["qemu-aarch64", "wine64"] },
+  // SQLite's own Tcl test suite with the engine as the default VFS, compared with the
+  // expected differences (docs/sqlite-tests.md).
+  { name: "SQLite's Tcl suite (scripts/sqlite-tcl/run.sh)", cmd: ["bash", "scripts/sqlite-tcl/run.sh"], full: true, needs: ["tcl-dev"] },
+].filter((step) => full || !step.full);
+
+// What each system need is, how it is found, and the Debian package that brings it.
+const NEEDS = {
+  sqlite3: { found: () => existsSync("/usr/bin/sqlite3"), pkg: "sqlite3", why: "the shell tests load the extension into /usr/bin/sqlite3" },
+  clang: { found: () => onPath("clang"), pkg: "clang", why: "the sanitizer and fuzzing builds" },
+  "libclang-rt": { found: () => hasClangRuntime(), pkg: "libclang-rt-14-dev (or the one of your clang)", why: "the sanitizers' runtime" },
+  "qemu-aarch64": { found: () => onPath("qemu-aarch64"), pkg: "qemu-user", why: "the arm64 targets" },
+  wine64: { found: () => onPath("wine64") || onPath("wine"), pkg: "wine64", why: "the Windows targets" },
+  "tcl-dev": { found: () => existsSync("/usr/lib/tcl8.6/tclConfig.sh") || process.getuid?.() === 0, pkg: "tcl-dev", why: "SQLite's testfixture (run.sh installs it when run as root)" },
+};
+
+function onPath(cmd) {
+  return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+}
+
+function hasClangRuntime() {
+  if (!onPath("clang")) return false;
+  const r = spawnSync("clang", ["-print-resource-dir"], { encoding: "utf8" });
+  const dir = (r.stdout ?? "").trim();
+  return dir !== "" && (existsSync(join(dir, "lib", "linux")) || existsSync(join(dir, "lib", "x86_64-unknown-linux-gnu")) || existsSync(join(dir, "lib", "aarch64-unknown-linux-gnu")));
+}
+
+// Before anything runs: what this machine lacks for the steps chosen, in one message.
+function checkPrerequisites() {
+  const missing = [];
+  if (Number(process.versions.node.split(".")[0]) < 20) missing.push(`Node.js 20 or newer (this is ${process.versions.node})`);
+  if (!existsSync(zigBinary) && spawnSync("python3", ["-m", "pip", "--version"], { stdio: "ignore" }).status !== 0) {
+    missing.push("python3 with pip (Zig comes from PyPI): Debian packages python3, python3-pip");
+  }
+  const wanted = new Set(STEPS.flatMap((s) => s.needs ?? []));
+  for (const need of wanted) {
+    const n = NEEDS[need];
+    if (!n.found()) missing.push(`${need}: Debian package ${n.pkg} (${n.why})`);
+  }
+  if (missing.length === 0) return;
+  console.error(`npm ${full ? "run test:full" : "test"}: this machine lacks what the suite needs; install, then run it again:`);
+  for (const m of missing) console.error(`  - ${m}`);
+  process.exit(2);
+}
+checkPrerequisites();
 
 const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, "");
 

@@ -44,6 +44,16 @@ function writeTen(m: Database): { acked: number; codes: Set<string> } {
   return { acked, codes };
 }
 
+// An engine file x.db with table t, its engine connection, and a connection whose main is
+// of `kind` (not yet attached to it).
+function setup(kind: MainKind): { path: string; e: Database; m: Database } {
+  const dir = tempDir();
+  const path = join(dir, "x.db");
+  const e = new Database(path);
+  e.exec("CREATE TABLE t(src, n)");
+  return { path, e, m: openMain(kind, dir) };
+}
+
 function countInFile(path: string, src: string): number {
   const db = new Database(path);
   try {
@@ -57,11 +67,7 @@ function countInFile(path: string, src: string): number {
 describe("an unqualified PRAGMA from a connection whose main is not on the engine", () => {
   for (const kind of ["memory", "stock file"] as MainKind[]) {
     it(`locking_mode=EXCLUSIVE (main ${kind}): writes to the attached engine file fail, none is lost`, () => {
-      const dir = tempDir();
-      const path = join(dir, "x.db");
-      const e = new Database(path);
-      e.exec("CREATE TABLE t(src, n)");
-      const m = openMain(kind, dir);
+      const { path, e, m } = setup(kind);
       m.exec(`ATTACH 'file:${path}?vfs=multiwriter' AS a`);
       m.exec("PRAGMA locking_mode=EXCLUSIVE");
       const { acked, codes } = writeTen(m);
@@ -79,11 +85,7 @@ describe("an unqualified PRAGMA from a connection whose main is not on the engin
     });
 
     it(`locking_mode=EXCLUSIVE before the ATTACH (main ${kind}): the ATTACH fails`, () => {
-      const dir = tempDir();
-      const path = join(dir, "x.db");
-      const e = new Database(path);
-      e.exec("CREATE TABLE t(src, n)");
-      const m = openMain(kind, dir);
+      const { path, e, m } = setup(kind);
       m.exec("PRAGMA locking_mode=EXCLUSIVE");
       expect(() => m.exec(`ATTACH 'file:${path}?vfs=multiwriter' AS a`)).toThrow(SQLiteError);
       m.close();
@@ -93,11 +95,7 @@ describe("an unqualified PRAGMA from a connection whose main is not on the engin
     });
 
     it(`journal_mode=DELETE (main ${kind}): refused for the attached engine file, writes stay in WAL`, () => {
-      const dir = tempDir();
-      const path = join(dir, "x.db");
-      const e = new Database(path);
-      e.exec("CREATE TABLE t(src, n)");
-      const m = openMain(kind, dir);
+      const { path, e, m } = setup(kind);
       m.exec(`ATTACH 'file:${path}?vfs=multiwriter' AS a`);
       m.query("SELECT count(*) FROM a.t").get(); // the attached file's WAL is open
       let code = "";

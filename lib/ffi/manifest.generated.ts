@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "31cc5ec1565fd8b99c64c5d1931095c02aef17fb76e6ef74f5451eb13f2d9070",
-        "size": 1824184
+        "sha256": "c4da1fa39b280b326b1306cbed7f24a659c61959ccd03689ea65143f969de728",
+        "size": 1824648
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "5d9aa6ceddfedc4b47a099c4ee6b2a4ccf392d96c014389f0dc6a1b144f168ac",
-        "size": 265568
+        "sha256": "8c8c821514878ad8cf0a6bfb151d3acf4172ff7b54d639aa20e60e9ef745a596",
+        "size": 265904
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "ab2f56fd75fe7242fcaba4ce4844cc0e692ad7491a43442a04942b308d6e9bd6",
-        "size": 1766864
+        "sha256": "bacfa9c5c805b440df00dcf0d02046b0062fab07ec3469aa601940eff5af2c78",
+        "size": 1768016
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "101207445336eb7438d01faad48ee9105b72f818ea0370ede38f06cba7466d05",
-        "size": 257336
+        "sha256": "7f6161762daf35ec01aa64e9a1daef5ae63b39428243f5345d6a63971b9f49e1",
+        "size": 258504
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "5820014bf23d6dc62307588969521e59f9464effb708a38df5142750c3c8be4b",
-        "size": 1822072
+        "sha256": "3404fe93acf6976066aabedc8008b7deb996d17eb3bbcdf1032e32ff5f227688",
+        "size": 1822552
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "654058f2ca98da1879a813cd1f93b159cb1194ad6c647c05d1b68376efd07aa9",
-        "size": 264760
+        "sha256": "6b71caa7acab5d0ef664be6fe765c222d17f42e4fe69c344cef4e6c66070557f",
+        "size": 265080
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "9b42765e0641f878825f55574e18e8c5e7a87cf60c351eff65c6a6812f63c249",
-        "size": 1765064
+        "sha256": "8d4affc7cdd72d1b6e5aeda78fbc751a18b5bbed07c119f863db279c197778e2",
+        "size": 1766200
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "579046b2684dded60d92a62ea7c68dd34ab288d82e341320108b1c7ff2f6c611",
-        "size": 256744
+        "sha256": "46501c3f0c60b2d2a08be5268d0617fd51631611a541fc071c4f037b331db5c5",
+        "size": 257912
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "b00e5a0bf47d2e43d657da6610f249d1e4cc2ad3de2a2746c7c4e69ed273ce23",
-        "size": 1778235
+        "sha256": "a18cf42126e8fb1a2eb7cc607beb13ecd33ed888a21cca917ecc9aeb53a7d342",
+        "size": 1778822
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "3785c96880a8d37e5c58aed29bd4cffad6b23e341a4d24ad6082dfb26a8e38d5",
-        "size": 265109
+        "sha256": "3d3941870eafe668a25da9e5d6d8cfdbfb805c842b06b524c493dbe267377842",
+        "size": 265700
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "f9066432852da7fbe90dc92640618c64984bdedabf98c1f3c5fb8c369ea23651",
-        "size": 1866528
+        "sha256": "b8fb360a80ef5537110144648cc84dce021030746a6d341ac1e5284b01b81935",
+        "size": 1867152
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "1cd54f3f61a0d3abf4657dbfcc47368617a12638c7cbb66d394568de0fde3a24",
-        "size": 312920
+        "sha256": "1663d0cf3e879e56c6e6fd6984577cf1b5df298146570db4837934f6e9dcbb03",
+        "size": 313560
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "bc94a53c60a4d3f1bd8e7914c54d70d0cbae6832395bda13928616234d4fddbb",
+        "sha256": "94c47681d03e04ee20da0c9032075aaf1c54f86dfb108b4e6d9f4e9001a7e26d",
         "size": 1684480
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "05c246205c508e4aecd79359358dd12c1b7d0c3b19ad23672e4ec26c0ac1b84e",
-        "size": 187392
+        "sha256": "ca142ea4cae21bb24313f1d20b6aff70cc76f614417ff7e31a604abea85037da",
+        "size": 187904
       }
     }
   }

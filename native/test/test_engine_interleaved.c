@@ -48,16 +48,8 @@ static void growth(const char *dir, const char *params) {
 /* A transaction over main and an attached database, committed while another
 ** connection of the thread holds a write lock: both halves or neither. */
 static void attached(const char *dir) {
-  char m[400], x[400], sql[600];
-  snprintf(m, sizeof m, "%s/main.db", dir);
-  snprintf(x, sizeof x, "%s/other.db", dir);
-  sqlite3 *a = tu_open(m, ""), *o = tu_open(x, ""), *c = tu_open(m, "");
-  tu_exec(o, "CREATE TABLE acct(id INTEGER PRIMARY KEY, n); INSERT INTO acct VALUES(1, 100)");
-  tu_exec(a, "CREATE TABLE acct(id INTEGER PRIMARY KEY, n); INSERT INTO acct VALUES(1, 100); "
-             "CREATE TABLE side(x)");
-  snprintf(sql, sizeof sql, "ATTACH 'file:%s?vfs=multiwriter' AS b", x);
-  tu_exec(a, sql);
-  tu_exec(c, "BEGIN; INSERT INTO side VALUES(1)");
+  sqlite3 *a, *o, *c; /* c holds another write lock of this thread */
+  tu_attached_pair(dir, &a, &o, &c);
   tu_exec(a, "BEGIN; UPDATE main.acct SET n = n - 10; UPDATE b.acct SET n = n + 10");
   tu_exec(o, "UPDATE acct SET n = n + 1"); /* b changes first: the whole commit is refused */
   CHECK(tu_try(a, "COMMIT") != SQLITE_OK);

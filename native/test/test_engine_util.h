@@ -148,6 +148,25 @@ static const char *tu_abs_exe(const char *argv0) {
   return abs_exe;
 }
 
+/* Two engine databases of dir, main.db and other.db, each with acct(id, n) holding (1, 100);
+** main.db also has side(x). *a has main.db with other.db ATTACHed as b, *o has other.db,
+** and *c has main.db in a write transaction (a row into side): another write lock held by
+** this thread while *a commits (the tests of transactions over several databases). */
+static void tu_attached_pair(const char *dir, sqlite3 **a, sqlite3 **o, sqlite3 **c) {
+  char m[400], x[400], sql[600];
+  snprintf(m, sizeof m, "%s/main.db", dir);
+  snprintf(x, sizeof x, "%s/other.db", dir);
+  *a = tu_open(m, "");
+  *o = tu_open(x, "");
+  *c = tu_open(m, "");
+  tu_exec(*o, "CREATE TABLE acct(id INTEGER PRIMARY KEY, n); INSERT INTO acct VALUES(1, 100)");
+  tu_exec(*a, "CREATE TABLE acct(id INTEGER PRIMARY KEY, n); INSERT INTO acct VALUES(1, 100); "
+              "CREATE TABLE side(x)");
+  snprintf(sql, sizeof sql, "ATTACH 'file:%s?vfs=multiwriter' AS b", x);
+  tu_exec(*a, sql);
+  tu_exec(*c, "BEGIN; INSERT INTO side VALUES(1)");
+}
+
 /* Runs fn on n threads, the i-th on the worker at base + i * size, and waits for all. */
 static void tu_threads(int n, void *(*fn)(void *), void *base, size_t size) {
   pthread_t *th = malloc(sizeof(pthread_t) * (size_t)n);
