@@ -19,6 +19,8 @@ import { type EngineStats, STAT_SLOTS, statsFrom } from "./stats.ts";
 import { retryLost, transaction, type TransactionFunction } from "./transaction.ts";
 import { type AsyncTransaction, type AsyncTransactionOptions, AsyncPool } from "./async.ts";
 import process from "node:process";
+import { existsSync } from "node:fs";
+import { checkLibraryFile } from "./ffi/check.ts";
 import { controlArgument } from "./filecontrol.ts";
 import {
   asBytes,
@@ -735,6 +737,10 @@ export class Database {
     const db = this.#handle();
     const s = this.#sym;
     const file = toFilePath(path);
+    // The loader maps the file: a truncated one would kill the process (SIGBUS). SQLite
+    // tries the name as given, then with the platform's suffix: the same file is checked.
+    const found = [file, `${file}.so`, `${file}.dylib`, `${file}.dll`].find((f) => existsSync(f));
+    if (found !== undefined) checkLibraryFile(found);
     const errCell = new BigUint64Array(1);
     s.sqlite3_enable_load_extension(db, 1);
     try {
