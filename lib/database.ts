@@ -272,7 +272,7 @@ export class Database {
     if (this.#engine && message === "output file already exists" && /\bvacuum\b/i.test(text) &&
         !/[?&]mw=0\b/.test(text)) {
       // The engine creates VACUUM INTO's output when SQLite attaches it, before SQLite checks
-      // that it is empty: the copy has to go through the stock VFS (README, Limits).
+      // that it is empty: the copy has to go through the stock VFS (docs/limits.md).
       message += ": through the engine, VACUUM INTO needs its output as 'file:PATH?mw=0' " +
         "(delete the file this attempt left first)";
     }

@@ -36,7 +36,7 @@ export interface DatabaseOptions {
   busyTimeout?: number;
   /** Most attempts of one transaction() call before its SQLITE_BUSY error is thrown (default 10000; the backoff caps at 2 ms). */
   maxAttempts?: number;
-  /** The native library file to load (see the README for the search order). */
+  /** The native library file to load (see docs/api.md for the search order). */
   libraryPath?: string | URL;
   /**
    * Most connections transactionAsync() opens for its calls in flight (default 64; one
