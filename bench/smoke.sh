@@ -13,6 +13,7 @@
 #    (MWBENCH_FAULT=hang, with the watchdog shortened by MWBENCH_HANG_S=1);
 #  - bad input (unknown workload, variant or mode, a writers list that does not parse, a run
 #    directory that cannot be written, an unknown option) exits 2 before anything runs.
+#  - --sync off reaches the writers and every line has the CPU figures per commit.
 # Needs the native build (node scripts/zig.mjs build) and the bootstrap's runtimes.
 set -u
 cd "$(dirname "$0")/.."
@@ -57,6 +58,20 @@ if "$MW" --workloads all --variants sqlite,sqlite-wait,mw,mwr --writers 2 --mode
   ok "native: 6 workloads x 4 variants (threads) + 4 process runs, all validated"
 else
   bad "native runs"; cat "$T/native.err"
+fi
+
+# 1b. native, --sync off: the setting reaches every writer, and the CPU, context-switch and
+# log-sync figures per commit are in every line (threads: the process; processes: the sum)
+if "$MW" --workloads hot --variants sqlite,mw --writers 2 --modes threads,processes --sync off \
+  --warmup 0.1 --duration 0.3 --dir "$T/n" --out "$T/sync.jsonl" 2>"$T/sync.err" &&
+  expect_runs "$T/sync.jsonl" 4 && node -e '
+    const rows = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const ok = rows.every((r) => r.synchronous === "off" && r.cpu_us_per_commit > 0 && r.csw_per_commit >= 0 &&
+      (r.variant === "mw" ? r.log_syncs_per_commit >= 0 : r.log_syncs_per_commit === null));
+    process.exit(ok ? 0 : 1);' "$T/sync.jsonl"; then
+  ok "native --sync off: 4 runs with cpu_us_per_commit, csw_per_commit, log_syncs_per_commit"
+else
+  bad "native --sync off runs"; cat "$T/sync.err"
 fi
 
 # 2. TypeScript under Bun (and Deno)
@@ -153,6 +168,7 @@ done <<EOF
 --duration -1 --dir $T/x
 --dir $T/file/sub
 --frobnicate --dir $T/x
+--sync maybe --dir $T/x
 EOF
 if node bench/report.mjs "$T/nothing.jsonl" >/dev/null 2>&1; then bad "report: a missing input must fail"; else ok "report: a missing input fails"; fi
 

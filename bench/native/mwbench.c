@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -84,12 +85,18 @@ typedef struct {
                             ** ended: its wait is in no percentile (not committed in it), so
                             ** a writer starved by a busy handler shows here */
   int64_t engine;     /* MW_STAT_ENGINE of the connection */
+  /* Processes mode: this writer process's CPU (user + system, ns) and context switches
+  ** (voluntary + involuntary) over the measured period, as the writer saw it begin and
+  ** end (to within one transaction); threads mode: the runner measures the process. */
+  uint64_t cpu_ns, csw;
+  int64_t log_syncs;  /* the engine log's data syncs over the measured period (this process) */
   int failed;
   char err[256];
 } wres_t;
 
 typedef struct {
   int wl, variant, mode, writers;
+  int sync;    /* PRAGMA synchronous: 0 off, 1 normal, 2 full */
   double warmup, duration;
   long runner; /* pid of the runner process: names the latency files */
   char dir[PATH_MAX];
@@ -102,6 +109,7 @@ typedef struct {
   int variants[V_COUNT], nvar;
   int modes[M_COUNT], nmode;
   int writers[64], nwriters;
+  int sync;
   double warmup, duration;
   char dir[PATH_MAX];
   const char *out;
@@ -145,8 +153,28 @@ static void build_uri(runcfg_t *c) {
   }
 }
 
-/* Opens one writer's connection: WAL (already set by the schema), synchronous
-** FULL, the variant's busy timeout, extended result codes. */
+static const char *const sync_names[] = { "off", "normal", "full" };
+
+/* CPU (user + system, ns) and context switches of the calling process, or of its
+** children (RUSAGE_CHILDREN). */
+static void usage_now(int who, uint64_t *cpu_ns, uint64_t *csw) {
+  struct rusage ru;
+  if (getrusage(who, &ru) != 0) {
+    *cpu_ns = *csw = 0;
+    return;
+  }
+  *cpu_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+            (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+  *csw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+}
+
+static int64_t log_syncs_of(sqlite3 *db) {
+  int64_t st[MW_STAT_COUNT];
+  return mw_stats(db, NULL, st, MW_STAT_COUNT) == SQLITE_OK ? st[MW_STAT_LOG_SYNCS] : 0;
+}
+
+/* Opens one writer's connection: WAL (already set by the schema), the run's
+** synchronous setting, the variant's busy timeout, extended result codes. */
 static int open_conn(const runcfg_t *c, sqlite3 **pdb, int64_t *engine, char *err, size_t cap) {
   sqlite3 *db = NULL;
   int rc = sqlite3_open_v2(c->uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
@@ -159,7 +187,9 @@ static int open_conn(const runcfg_t *c, sqlite3 **pdb, int64_t *engine, char *er
   /* The setup waits: a connection opening while another one recovers the WAL index
   ** gets SQLITE_BUSY; the variant's busy timeout applies from the first transaction. */
   rc = sqlite3_busy_timeout(db, 10000);
-  if (rc == SQLITE_OK) rc = exec_sql(db, "PRAGMA synchronous=FULL", err, cap);
+  char sync_sql[40];
+  snprintf(sync_sql, sizeof sync_sql, "PRAGMA synchronous=%s", sync_names[c->sync]);
+  if (rc == SQLITE_OK) rc = exec_sql(db, sync_sql, err, cap);
   char mode[16] = "";
   if (rc == SQLITE_OK) {
     sqlite3_stmt *st = NULL;
@@ -241,7 +271,15 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
     if (atomic_load(&ctl->abort)) goto out;
     sleep_ns(100000);
   }
+  int seen_measure = 0;
+  uint64_t cpu0 = 0, csw0 = 0;
+  int64_t syncs0 = 0;
   while (atomic_load(&ctl->phase) != PH_STOP && !atomic_load(&ctl->abort)) {
+    if (!seen_measure && atomic_load(&ctl->phase) == PH_MEASURE) {
+      seen_measure = 1;
+      usage_now(RUSAGE_SELF, &cpu0, &csw0);
+      syncs0 = log_syncs_of(x.db);
+    }
     wl_choose(&x);
 #ifdef MW_TAIL_TRACE
     memset(&mw_tail, 0, sizeof mw_tail);
@@ -309,6 +347,13 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
         goto out;
       }
     }
+  }
+  if (seen_measure) {
+    uint64_t cpu1, csw1;
+    usage_now(RUSAGE_SELF, &cpu1, &csw1);
+    r->cpu_ns = cpu1 - cpu0;
+    r->csw = csw1 - csw0;
+    r->log_syncs = log_syncs_of(x.db) - syncs0;
   }
   /* Test hook of bench/smoke.sh: claim one commit that never happened, so that the
   ** check after the run must fail and the run must be an error, not a figure. */
@@ -570,13 +615,15 @@ static int run_one(runcfg_t *c) {
     }
     sleep_ns(1000000);
   }
-  uint64_t t0 = 0, t1 = 0;
+  uint64_t t0 = 0, t1 = 0, run_cpu0 = 0, run_csw0 = 0, run_cpu1 = 0, run_csw1 = 0;
   if (!atomic_load(&ctl->abort)) {
     atomic_store(&ctl->go, 1);
     sleep_watch(ctl, c->warmup);
     t0 = now_ns();
+    usage_now(RUSAGE_SELF, &run_cpu0, &run_csw0); /* threads mode: the whole process */
     atomic_store(&ctl->phase, PH_MEASURE);
     sleep_watch(ctl, c->duration);
+    usage_now(RUSAGE_SELF, &run_cpu1, &run_csw1);
     t1 = now_ns();
     atomic_store(&ctl->stop_ns, t1);
     atomic_store(&ctl->phase, PH_STOP);
@@ -636,6 +683,8 @@ static int run_one(runcfg_t *c) {
   }
   uint64_t committed = 0, retries = 0, gave_up = 0, abandoned = 0, total = 0;
   uint64_t open_max = 0, fewest = UINT64_MAX;
+  uint64_t cpu_ns = 0, csw = 0;
+  int64_t log_syncs = 0;
   int engine = 1;
   for (int w = 0; w < started; w++) {
     if (res[w].failed && !failed) {
@@ -650,6 +699,18 @@ static int run_one(runcfg_t *c) {
     if (res[w].open_at_stop_ns > open_max) open_max = res[w].open_at_stop_ns;
     if (res[w].committed < fewest) fewest = res[w].committed;
     if (res[w].engine == 0) engine = 0;
+    /* Processes: each writer process's own; threads: one log shared by all (writer 0's). */
+    if (c->mode == M_PROCESSES) {
+      cpu_ns += res[w].cpu_ns;
+      csw += res[w].csw;
+      log_syncs += res[w].log_syncs;
+    } else if (w == 0) {
+      log_syncs = res[w].log_syncs;
+    }
+  }
+  if (c->mode == M_THREADS) {
+    cpu_ns = run_cpu1 - run_cpu0;
+    csw = run_csw1 - run_csw0;
   }
   if (!failed && atomic_load(&ctl->abort)) {
     if (!err[0]) snprintf(err, sizeof err, "run aborted");
@@ -688,13 +749,21 @@ finish:
             (unsigned long long)abandoned, (double)p50 / us, (double)p99 / us, (double)p999 / us, (double)mx / us,
             mean / us, (double)open_max / us, share, (unsigned long long)total);
     json_str(out_f, what);
-    fprintf(out_f, ",\"engine_active\":%s,\"begin\":\"%s\",\"busy_timeout_ms\":%d,\"synchronous\":\"FULL\",",
-            engine ? "true" : "false", begin_sql(c->variant), busy_timeout_ms(c->variant));
+    fprintf(out_f, ",\"engine_active\":%s,\"begin\":\"%s\",\"busy_timeout_ms\":%d,\"synchronous\":\"%s\",",
+            engine ? "true" : "false", begin_sql(c->variant), busy_timeout_ms(c->variant), sync_names[c->sync]);
+    /* CPU and context switches of the writers' process(es) per commit (getrusage over
+    ** the measured period); the engine log's data syncs per commit (null for stock,
+    ** whose syncs SQLite makes inside its own VFS). */
+    double per = committed ? (double)committed : 1.0;
+    fprintf(out_f, "\"cpu_us_per_commit\":%.1f,\"csw_per_commit\":%.2f,\"cpu_util\":%.2f,\"log_syncs_per_commit\":",
+            (double)cpu_ns / 1000.0 / per, (double)csw / per, el > 0 ? (double)cpu_ns / 1e9 / el : 0.0);
+    if (engine) fprintf(out_f, "%.3f,", (double)log_syncs / per);
+    else fprintf(out_f, "null,");
     line_tail(out_f);
-    fprintf(stderr, "  %-8s %-11s %-9s x%-3d %9.0f tx/s  retries/100 %7.1f  p99.9 %9.1f us  mean %9.1f us  fewest %3.0f%%  gave up %llu  [%s]\n",
+    fprintf(stderr, "  %-8s %-11s %-9s x%-3d %9.0f tx/s  retries/100 %7.1f  p99.9 %9.1f us  mean %9.1f us  fewest %3.0f%%  cpu/commit %6.1f us  csw/commit %5.2f  gave up %llu  [%s]\n",
             wl_names[c->wl], v_names[c->variant], m_names[c->mode], n, tps,
             committed ? 100.0 * (double)retries / (double)committed : 0.0, (double)p999 / us, mean / us,
-            100.0 * share, (unsigned long long)gave_up, what);
+            100.0 * share, (double)cpu_ns / 1000.0 / per, (double)csw / per, (unsigned long long)gave_up, what);
   }
   lat_free(&all);
   free(targs);
@@ -717,7 +786,8 @@ static void usage(FILE *f) {
           "  --duration S      measured seconds (default 4; published figures: --warmup 2 --duration 8)\n"
           "  --dir DIR         run directory, created if missing (default bench/results/db)\n"
           "  --out FILE        append the JSON lines to FILE (default stdout)\n"
-          "  --label TEXT      a label copied into every line\n");
+          "  --label TEXT      a label copied into every line\n"
+          "  --sync MODE       PRAGMA synchronous of every writer: off, normal or full (default full)\n");
 }
 
 static int bad(const char *fmt, const char *a) {
@@ -824,6 +894,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   if (rc) return 2;
   o->warmup = 1;
   o->duration = 4;
+  o->sync = 2;
   snprintf(o->dir, sizeof o->dir, "bench/results/db");
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = NULL;
@@ -840,7 +911,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       exit(0);
     }
     static const char *const with_value[] = { "--workloads", "--variants", "--writers", "--modes", "--warmup",
-                                              "--duration", "--dir", "--out", "--label" };
+                                              "--duration", "--dir", "--out", "--label", "--sync" };
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(key, with_value[k]) == 0) known = 1;
@@ -864,6 +935,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       snprintf(o->dir, sizeof o->dir, "%s", val);
     } else if (strcmp(key, "--out") == 0) o->out = val;
     else if (strcmp(key, "--label") == 0) o->label = val;
+    else if (strcmp(key, "--sync") == 0) {
+      int k = 0;
+      while (k < 3 && strcmp(val, sync_names[k]) != 0) k++;
+      if (k == 3) return bad("--sync is off, normal or full, not '%s'", val);
+      o->sync = k;
+    }
     if (rc) return 2;
   }
   return 0;
@@ -908,6 +985,7 @@ int main(int argc, char **argv) {
           c.mode = o.modes[m];
           c.writers = o.writers[n];
           c.warmup = o.warmup;
+          c.sync = o.sync;
           c.duration = o.duration;
           snprintf(c.dir, sizeof c.dir, "%s", o.dir);
           snprintf(c.db, sizeof c.db, "%s/bench.db", o.dir);
