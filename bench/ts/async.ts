@@ -15,7 +15,7 @@
 // measured in the same process just before, with the same requests but no database; then
 // the check: the rows' sum equals the commits (no lost update) and integrity_check is ok.
 //   bun bench/ts/async.ts [--variants a,b] [--concurrency 64] [--rows 256] [--await 5]
-//                         [--duration 10] [--sync full|normal] [--dir DIR] [--out FILE]
+//                         [--warmup 1] [--duration 10] [--sync full|normal] [--dir DIR] [--out FILE]
 import { appendFileSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
@@ -31,6 +31,7 @@ interface Args {
   rows: number;
   awaitMs: number;
   duration: number;
+  warmup: number;
   sync: "full" | "normal";
   dir: string;
   out: string | null;
@@ -38,7 +39,7 @@ interface Args {
 
 function parseArgs(argv: string[]): Args {
   const a: Args = {
-    variants: [...VARIANTS], concurrency: 64, rows: 256, awaitMs: 5, duration: 10, sync: "full",
+    variants: [...VARIANTS], concurrency: 64, rows: 256, awaitMs: 5, duration: 10, warmup: 1, sync: "full",
     dir: join(process.env.TMPDIR ?? "/tmp", `mw-async-bench-${process.pid}`), out: null,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -57,6 +58,7 @@ function parseArgs(argv: string[]): Args {
     else if (k === "--rows") a.rows = Math.floor(num());
     else if (k === "--await") a.awaitMs = num();
     else if (k === "--duration") a.duration = num();
+    else if (k === "--warmup") a.warmup = num();
     else if (k === "--sync") {
       if (v !== "full" && v !== "normal") usage(`--sync is full or normal, got ${v}`);
       a.sync = v as "full" | "normal";
@@ -225,6 +227,8 @@ async function runVariant(args: Args, v: Variant): Promise<Record<string, unknow
       };
     }
   }
+  // Warm-up (the pool grows, the caches fill), then the measured period.
+  const warm = await drive({ ...args, duration: args.warmup }, request);
   const meter = lagMeter();
   const t0 = performance.now();
   const o = await drive(args, request);
@@ -236,8 +240,8 @@ async function runVariant(args: Args, v: Variant): Promise<Record<string, unknow
   const sum = check.query("SELECT sum(v) AS s FROM r").get()!.s as number;
   const integrity = check.query("PRAGMA integrity_check").values()[0][0];
   check.close();
-  const lost = o.commits - sum;
-  if (lost !== 0 || integrity !== "ok") throw new Error(`${v}: check failed: ${o.commits} commits, rows sum ${sum}, integrity ${integrity}`);
+  const lost = warm.commits + o.commits - sum;
+  if (lost !== 0 || integrity !== "ok") throw new Error(`${v}: check failed: ${warm.commits + o.commits} commits, rows sum ${sum}, integrity ${integrity}`);
   return {
     variant: v,
     runtime: runtimeName(),
