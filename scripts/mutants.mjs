@@ -373,9 +373,9 @@ export const MUTANTS = [
   },
   {
     id: "lane-lone-stash-grouped",
-    file: "vfs/lane.c",
-    find: "  if (k > 1) {\n    rc = mw_commit_group(group, k);\n",
-    replace: "  if (k > 0) {\n    rc = mw_commit_group(group, k);\n",
+    file: "core/commit.c",
+    find: "  int rc = n > 1 ? commit_several(lanes, n)\n",
+    replace: "  int rc = n > 0 ? commit_several(lanes, n)\n",
     tests: ["test_engine_interleaved"],
     why: "a commit made while another connection of the thread holds a write lock goes the group path: no relocation, refused with mw_mp=1",
   },

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "c4da1fa39b280b326b1306cbed7f24a659c61959ccd03689ea65143f969de728",
-        "size": 1824648
+        "sha256": "abddbe6629a025b40e3a3d40e88349a69524ee07a7023601b8fcc11e3796b0bd",
+        "size": 1824504
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "8c8c821514878ad8cf0a6bfb151d3acf4172ff7b54d639aa20e60e9ef745a596",
-        "size": 265904
+        "sha256": "bada99c4727398e0d17ed7474a3ee467506fb40b503a07ec9ea45f18d8121058",
+        "size": 265760
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "bacfa9c5c805b440df00dcf0d02046b0062fab07ec3469aa601940eff5af2c78",
-        "size": 1768016
+        "sha256": "4c03e645ff3afcf06bb91f568da5a28df69ca0bda9d46b9ad76e77fb7ac09ed8",
+        "size": 1767840
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "7f6161762daf35ec01aa64e9a1daef5ae63b39428243f5345d6a63971b9f49e1",
-        "size": 258504
+        "sha256": "c55671c3315d73fd35364ff4aa5a4b7cefcbe34a5990979784fd55ed4687f60d",
+        "size": 258328
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "3404fe93acf6976066aabedc8008b7deb996d17eb3bbcdf1032e32ff5f227688",
-        "size": 1822552
+        "sha256": "528a2b0ae38e63ced5d858393f3322c5e1acada842a796f84f6685b376ed3c8b",
+        "size": 1822408
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6b71caa7acab5d0ef664be6fe765c222d17f42e4fe69c344cef4e6c66070557f",
-        "size": 265080
+        "sha256": "6b902df28586f4c671d04968b901ebb2b5def12a789c32d4c4b9a78b3641212d",
+        "size": 264936
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "8d4affc7cdd72d1b6e5aeda78fbc751a18b5bbed07c119f863db279c197778e2",
-        "size": 1766200
+        "sha256": "0f416e60cb8ffbb2cbd7761dfc34398219b467ceb1c9ef1f46dbd91742f1547b",
+        "size": 1766024
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "46501c3f0c60b2d2a08be5268d0617fd51631611a541fc071c4f037b331db5c5",
-        "size": 257912
+        "sha256": "04469bea1d529596b2b646a31a38c39db30ba2d21f4cbb147b238bc2d86289ed",
+        "size": 257736
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "a18cf42126e8fb1a2eb7cc607beb13ecd33ed888a21cca917ecc9aeb53a7d342",
+        "sha256": "632c2e38eb8323db8e9cf243a93601163665910f3ef5cdd0dfc3f26635371d10",
         "size": 1778822
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "3d3941870eafe668a25da9e5d6d8cfdbfb805c842b06b524c493dbe267377842",
+        "sha256": "35649e2ef92893d989d688e171b1c04a1686cfefdce113606ad912c41726c24a",
         "size": 265700
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "b8fb360a80ef5537110144648cc84dce021030746a6d341ac1e5284b01b81935",
+        "sha256": "6e25f3480c3e41be3ce52e547534789a5fa83d4e51c31b4a0b5d5cf2ed5e2394",
         "size": 1867152
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "1663d0cf3e879e56c6e6fd6984577cf1b5df298146570db4837934f6e9dcbb03",
+        "sha256": "34781506cb3b01c083650100274ac2f2551e7226101e2783d9ad2463e10e9ed2",
         "size": 313560
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "94c47681d03e04ee20da0c9032075aaf1c54f86dfb108b4e6d9f4e9001a7e26d",
+        "sha256": "5e472b2a8476f47a14281077558c6bce4e7f78ef5236d0291d1bfd2d26874854",
         "size": 1684480
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "ca142ea4cae21bb24313f1d20b6aff70cc76f614417ff7e31a604abea85037da",
-        "size": 187904
+        "sha256": "a570093ec643b7995d318e2920a57ba8c9377f0f6c024ff3d330a390929c6fe4",
+        "size": 187392
       }
     }
   }

@@ -835,7 +835,7 @@ static int sets_meet(const commit *a, const commit *b) {
 ** the other wrote; otherwise the transaction is refused with SQLITE_ERROR, since a
 ** retry would fail the same way. Crash atomicity across the files is what stock
 ** WAL mode gives: none (each database's log is its own). */
-int mw_commit_group(mw_lane **lanes, int n) {
+static int commit_several(mw_lane **lanes, int n) {
   commit *cs = calloc((size_t)n, sizeof(commit));
   commit **order = calloc((size_t)n, sizeof(commit *));
   int *irc = calloc((size_t)n, sizeof(int)); /* results of install, made before any epoch */
@@ -903,6 +903,22 @@ int mw_commit_group(mw_lane **lanes, int n) {
       if (rc == SQLITE_OK) rc = r;
     }
   }
+  for (int i = 0; cs && i < n; i++) commit_free(&cs[i]);
+  free(cs);
+  free(order);
+  free(irc);
+  return rc;
+}
+
+/* A group of one is a lane stashed only because another connection of its thread
+** held a write lock (an event loop with several transactions open across awaits):
+** an ordinary commit, with growth relocation, rebase and mw_mp=1
+** (test_engine_interleaved). Either way the stash is spent, and a refusal poisons
+** the lanes. */
+int mw_commit_group(mw_lane **lanes, int n) {
+  mw_lane *one = lanes[0];
+  int rc = n > 1 ? commit_several(lanes, n)
+                 : mw_commit(one, one->stash_from, one->stash_to, one->stash_pages);
   for (int i = 0; i < n; i++) {
     mw_lane *l = lanes[i];
     __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
@@ -913,9 +929,5 @@ int mw_commit_group(mw_lane **lanes, int n) {
       l->must_reset = 1;
     }
   }
-  for (int i = 0; cs && i < n; i++) commit_free(&cs[i]);
-  free(cs);
-  free(order);
-  free(irc);
   return rc;
 }

@@ -391,11 +391,8 @@ static int pragma(mw_lane *l, char **a) {
 ** comes next) is part of the same transaction; publish them all or none. A refusal
 ** here comes after SQLite considers the commit done: SQLite rolls the transaction
 ** back (vdbeCommit fails), and the lanes are poisoned so that nothing built on the
-** refused state commits in the same snapshot.
-** A lane alone in its group was stashed only because another connection of the
-** thread holds a write lock (an event loop with several transactions open across
-** awaits): it is an ordinary commit, with growth relocation and, with mw_mp=1, the
-** shared log (test_engine_interleaved). */
+** refused state commits in the same snapshot. A group of one is an ordinary commit
+** (commit.c). */
 #define MW_GROUP_MAX 16
 static int publish_stashed(mw_lane *l) {
   mw_lane *found[MW_GROUP_MAX], *group[MW_GROUP_MAX];
@@ -410,20 +407,7 @@ static int publish_stashed(mw_lane *l) {
     }
     return SQLITE_BUSY_SNAPSHOT;
   }
-  int rc;
-  if (k > 1) {
-    rc = mw_commit_group(group, k);
-  } else {
-    __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
-    rc = mw_commit(l, l->stash_from, l->stash_to, l->stash_pages);
-    if (rc == SQLITE_OK) {
-      l->committed_frames = l->stash_to;
-    } else {
-      l->poisoned = 1;
-      l->must_reset = 1;
-    }
-  }
-  return rc;
+  return mw_commit_group(group, k);
 }
 
 static int main_fcntl(sqlite3_file *f, int op, void *arg) {
