@@ -7,12 +7,11 @@
 // false, or an in-memory database) runs are serialized: one connection, one at a time.
 // Owns the pool, the wait queue and the tx handles. Never touches SQLite itself: it runs
 // statements through pooled Database objects.
-import { SQLITE_BUSY } from "./codes.ts";
 import type { Database } from "./database.ts";
-import { SQLiteError } from "./error.ts";
+import type { SQLiteError } from "./error.ts";
 import type { Params, RunResult, Statement } from "./statement.ts";
 import { internalsOf } from "./internals.ts";
-import { backoffMs } from "./transaction.ts";
+import { backoffMs, isBusy } from "./transaction.ts";
 import { type BindParams, type BindValue, misuse, type SQLValue } from "./values.ts";
 
 /** Options of db.transactionAsync(fn, options). */
@@ -66,10 +65,6 @@ function closedError(): SQLiteError {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function isBusy(e: unknown): boolean {
-  return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
 }
 
 function abortReason(signal: AbortSignal): unknown {

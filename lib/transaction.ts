@@ -36,7 +36,8 @@ export function backoffMs(attempt: number): number {
   return cap / 2 + Math.random() * (cap / 2);
 }
 
-function isBusy(e: unknown): boolean {
+/** A lost commit or a lock: SQLITE_BUSY and its extended codes (BUSY_SNAPSHOT, ...). */
+export function isBusy(e: unknown): boolean {
   return e instanceof SQLiteError && e.errcode === SQLITE_BUSY;
 }
 

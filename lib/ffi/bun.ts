@@ -35,16 +35,22 @@ function asyncExec(ffi: BunFfi, sym: Symbols): (db: Ptr, sql: string) => Promise
   let next = 1;
   let keepAlive: ReturnType<typeof setInterval> | null = null;
   let done: { ptr: number | null } | null = null;
+  // The statement's promise, taken out of the pending ones (the timer goes with the last).
+  const settle = (id: number): ((rc: number) => void) | undefined => {
+    const resolve = pending.get(id);
+    pending.delete(id);
+    if (pending.size === 0 && keepAlive !== null) {
+      clearInterval(keepAlive);
+      keepAlive = null;
+    }
+    return resolve;
+  };
   return (db, sql) => {
-    done ??= new ffi.JSCallback((id: number, rc: number) => {
-      const resolve = pending.get(Number(id));
-      pending.delete(Number(id));
-      if (pending.size === 0 && keepAlive !== null) {
-        clearInterval(keepAlive);
-        keepAlive = null;
-      }
-      resolve?.(rc);
-    }, { args: ["i64", "i32"], returns: "void", threadsafe: true });
+    done ??= new ffi.JSCallback((id: number, rc: number) => settle(Number(id))?.(rc), {
+      args: ["i64", "i32"],
+      returns: "void",
+      threadsafe: true,
+    });
     const id = next++;
     const text = new TextEncoder().encode(sql + "\0");
     return new Promise<number>((resolve) => {
@@ -53,11 +59,7 @@ function asyncExec(ffi: BunFfi, sym: Symbols): (db: Ptr, sql: string) => Promise
       const rc = sym.mw_exec_async(db, text, id, (done!.ptr ?? 0) as unknown as Ptr);
       if (rc !== 0) {
         // No engine thread (or no memory for the job): run it here.
-        pending.delete(id);
-        if (pending.size === 0 && keepAlive !== null) {
-          clearInterval(keepAlive);
-          keepAlive = null;
-        }
+        settle(id);
         resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
       }
     });
