@@ -1,81 +1,36 @@
-// The shop of examples/bun/shop on Deno.serve: POST /order takes one unit of an item and
-// records the order in one transaction that spans an await; GET /stock/:id reads an item.
-//
-//   deno run -A server.ts --init    create shop.db with its items, then exit
-//   deno run -A server.ts           serve on PORT (8080)
-// Several processes may serve the same file (processes: true); to share one port, put
-// them behind a proxy or give each its own PORT. Environment as in the Bun example
-// (SHOP_DB, SHOP_ITEMS, SHOP_AWAIT_MS, SHOP_SYNC); SHOP_DRIVER=stock opens the file with
-// stock SQLite through the same binding (multiwriter: false) and runs one transaction
-// at a time, the only safe stock pattern when a transaction spans an await.
-//
-// In your project: import { Database } from "jsr:@sqlite-multiwriter/sqlite-multiwriter";
-import { Database } from "../../../lib/jsr.ts";
+// The shop (app.ts) as a process of its own: `deno run -A server.ts` serves PORT (8080).
+//   deno run -A server.ts --init                          create shop.db with its items, then exit
+//   deno run -A server.ts                                 serve
+//   deno run -A --unstable-net server.ts --reuse-port     serve; start several: they share
+//                                                         the port (SO_REUSEPORT, Linux) and the file
+// `deno serve -A --parallel app.ts` is the other shape: one process, one isolate per core.
+import { close, DRIVER, handler } from "./app.ts";
 
-const env = (name: string, fallback: string) => Deno.env.get(name) ?? fallback;
-const PATH = env("SHOP_DB", "shop.db");
-const PORT = Number(env("PORT", "8080"));
-const ITEMS = Number(env("SHOP_ITEMS", "1000"));
-const AWAIT_MS = Number(env("SHOP_AWAIT_MS", "1"));
-const SYNC = env("SHOP_SYNC", "full") === "normal" ? "NORMAL" : "FULL";
-const STOCK = env("SHOP_DRIVER", "multiwriter") === "stock";
-
-type Item = { stock: number; price: number };
-class SoldOut extends Error {}
-const outsideCall = () => new Promise<void>((resolve) => setTimeout(resolve, AWAIT_MS));
-
-const db = new Database(PATH, STOCK ? { multiwriter: false } : { processes: true });
-db.exec(`PRAGMA synchronous = ${SYNC}`);
-db.exec(`CREATE TABLE IF NOT EXISTS items(id INTEGER PRIMARY KEY, stock INTEGER NOT NULL, price INTEGER NOT NULL);
-         CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, item INTEGER NOT NULL, price INTEGER NOT NULL, at INTEGER NOT NULL)`);
-if (Deno.args.includes("--init")) {
-  db.transaction(() => {
-    db.exec("DELETE FROM items");
-    for (let i = 1; i <= ITEMS; i++) db.exec("INSERT INTO items VALUES (?, 1000000, ?)", i, 100 + (i % 50));
-  })();
-  db.close();
-  Deno.exit(0);
-}
-
-// Without the engine, transactionAsync runs one call at a time: the same code serves both.
-const order = db.transactionAsync(async (tx, item: number) => {
-  const [row] = tx.query("SELECT stock, price FROM items WHERE id = ?").all<Item>(item);
-  if (row === undefined || row.stock <= 0) throw new SoldOut();
-  await outsideCall();
-  tx.exec("UPDATE items SET stock = ? WHERE id = ?", row.stock - 1, item);
-  // A random order id (below 2^53, a JSON number): concurrent orders land on different
-  // leaves of orders.
-  const [made] = tx.query("INSERT INTO orders(id, item, price, at) VALUES (abs(random()) % 9007199254740991, ?, ?, ?) RETURNING id")
-    .all<{ id: number }>(item, row.price, Date.now());
-  return made.id;
+const PORT = Number(Deno.env.get("PORT") ?? "8080");
+// reusePort is an unstable API in Deno: without --unstable-net, Deno exits at Deno.serve().
+const reusePort = Deno.args.includes("--reuse-port");
+// The handlers still running: stop() waits for them too before it closes the database.
+let inflight = 0;
+let drained: (() => void) | undefined;
+const server = Deno.serve({
+  port: PORT,
+  reusePort,
+  onListen: () => console.log(`shop ${Deno.pid} on :${PORT} (${DRIVER}${reusePort ? ", reusePort" : ""})`),
+}, async (req) => {
+  inflight++;
+  try {
+    return await handler(req);
+  } finally {
+    if (--inflight === 0) drained?.();
+  }
 });
 
-const stockOf = db.prepare("SELECT stock FROM items WHERE id = ?");
-const pick = () => (Math.random() < 0.1 ? 1 : 1 + Math.floor(Math.random() * ITEMS));
-
-const server = Deno.serve({ port: PORT, onListen: () => console.log(`shop ${Deno.pid} on :${PORT}`) }, async (req) => {
-  const url = new URL(req.url);
-  if (req.method === "POST" && url.pathname === "/order") {
-    const item = Number(url.searchParams.get("item") ?? pick());
-    try {
-      return Response.json({ order: await order(item), item }, { status: 201 });
-    } catch (e) {
-      if (e instanceof SoldOut) return Response.json({ error: "sold out" }, { status: 409 });
-      console.error(e);
-      return Response.json({ error: "internal error" }, { status: 500 });
-    }
-  }
-  const m = /^\/stock\/(\d+)$/.exec(url.pathname);
-  if (req.method === "GET" && m) {
-    const [row] = stockOf.all(Number(m[1]));
-    return row ? Response.json(row) : new Response("no such item", { status: 404 });
-  }
-  return new Response("not found", { status: 404 });
-});
-
-// SIGTERM: stop accepting, let the requests in flight finish, close (only the .db stays).
-Deno.addSignalListener("SIGTERM", async () => {
+// SIGTERM or SIGINT: stop accepting, let the requests in flight finish, close (only the .db stays).
+const stop = async () => {
   await server.shutdown();
-  db.close();
+  if (inflight > 0) await new Promise<void>((resolve) => (drained = resolve));
+  close();
   Deno.exit(0);
-});
+};
+Deno.addSignalListener("SIGTERM", stop);
+Deno.addSignalListener("SIGINT", stop);
