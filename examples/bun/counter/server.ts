@@ -100,7 +100,7 @@ function serve(): void {
       if (req.method === "POST" && what === "hit") {
         try {
           const { allowed, n } = await count(key, win);
-          const body = { key, count: n, limit: LIMIT, remaining: Math.max(0, LIMIT - n), reset };
+          const body = { key, allowed, count: n, limit: LIMIT, remaining: Math.max(0, LIMIT - n), reset };
           return allowed
             ? Response.json(body)
             : Response.json(body, { status: 429, headers: { "retry-after": String(reset) } });
