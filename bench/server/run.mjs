@@ -315,7 +315,11 @@ async function runOne(cell, driver) {
     if (/error|panic|Segmentation/i.test(errOut)) fail(`server output: ${errOut.slice(-300)}`);
 
     const left = readdirSync(dir).filter((f) => f !== `${service}.db` && f !== "mix.lua");
-    if (left.length) fail(`files left beside the database: ${left.join(", ")}`);
+    // Stock SQLite leaves its -wal/-shm when two processes close at the same moment (neither
+    // sees itself as the last); the engine's last close must leave the .db alone.
+    const stockLeft = driver !== "engine" && left.every((f) => f.endsWith("-wal") || f.endsWith("-shm"));
+    if (left.length && stockLeft) process.stderr.write(`  note: stock SQLite left ${left.join(", ")} (processes closed together)\n`);
+    else if (left.length) fail(`files left beside the database: ${left.join(", ")}`);
     check(service, db, res, slack, fail, sum);
   } catch (e) {
     fail(String(e.message ?? e));
