@@ -97,7 +97,7 @@ static void *committer(void *arg) {
     uint64_t off = mw_log_assign(s->log, e, bytes);
     mw_mutex_unlock(&s->pub);
     img[0] = (unsigned char)e;
-    if (mw_log_submit(s->log, off, e, 100, npages, pgnos, imgs) != SQLITE_OK ||
+    if (mw_log_submit(s->log, off, e, 100, 0, npages, pgnos, imgs) != SQLITE_OK ||
         mw_log_wait_durable(s->log, off + bytes) != SQLITE_OK) {
       fprintf(stderr, "commit failed\n");
       exit(1);

@@ -161,7 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = mw_log_reserve(log, bytes);
     if (rc == SQLITE_OK) {
       uint64_t off = mw_log_assign(log, last + 1, bytes);
-      rc = mw_log_submit(log, off, last + 1, 9, 1, &pgno, imgs);
+      rc = mw_log_submit(log, off, last + 1, 9, 0, 1, &pgno, imgs);
       if (rc == SQLITE_OK) rc = mw_log_wait_durable(log, off + bytes);
     }
     free(img);

@@ -155,6 +155,9 @@ struct mw_db {
                                   (ns): it cannot compact, the lowest can (compact.c) */
   uint64_t gc_last;            /* when garbage collection last scanned the store (ns,
                                   the compactor's) */
+  uint64_t unsynced_mark;      /* the log's end at the compactor's last tick: synced at
+                                  the next one (compact.c, sync_unsynced; the
+                                  compactor's) */
   int want_compact;
   int64_t compactions;
   int64_t pinned;

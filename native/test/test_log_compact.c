@@ -83,7 +83,7 @@ static void *committer(void *p) {
     mw_log_unreserve(log, max - bytes);
     uint64_t off = mw_log_assign(log, e, bytes);
     mw_mutex_unlock(&pub);
-    int rc = mw_log_submit(log, off, e, tl_dbpages(e), r.n, r.pgnos, (const unsigned char *const *)r.img);
+    int rc = mw_log_submit(log, off, e, tl_dbpages(e), 0, r.n, r.pgnos, (const unsigned char *const *)r.img);
     tl_free(&r);
     if (rc == SQLITE_OK) rc = mw_log_wait_durable(log, off + bytes);
     if (rc != SQLITE_OK) __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);

@@ -187,7 +187,7 @@ static void abandoned(void) {
   tl_rec r;
   tl_build(&r, PS, epoch, MAXP);
   uint64_t off = mw_log_assign(log, epoch, bytes);
-  CHECK_RC(mw_log_submit(log, off, epoch, tl_dbpages(epoch), r.n, r.pgnos,
+  CHECK_RC(mw_log_submit(log, off, epoch, tl_dbpages(epoch), 0, r.n, r.pgnos,
                          (const unsigned char *const *)r.img), SQLITE_OK);
   tl_free(&r);
   waiter w = { log, off + bytes, -1, 0 };

@@ -318,7 +318,7 @@ int main(void) {
     CHECK_RC(mw_log_grow_ahead(log), SQLITE_OK);
     reset_counts();
     tl_set_hook(count_hook);
-    CHECK_RC(mw_log_submit(log, off, epoch, tl_dbpages(epoch), r.n, r.pgnos,
+    CHECK_RC(mw_log_submit(log, off, epoch, tl_dbpages(epoch), 0, r.n, r.pgnos,
                            (const unsigned char *const *)r.img), SQLITE_OK);
     CHECK_RC(mw_log_wait_written(log, off + bytes), SQLITE_OK);
     CHECK(LD(writes) == 1 && LD(syncs) == 0);

@@ -5,7 +5,9 @@
 ** still recovered, appended to in its own layout, and followed. For each: the bytes of
 ** a record where the format says they are, recovery's pages and images, and a second
 ** handle following the first (mw_log_follow's page lists, with records of more pages
-** than its first read takes, and mw_log_read_image at the offsets it gave). */
+** than its first read takes, and mw_log_read_image at the offsets it gave). Format
+** version 2 added the record's flags: written and followed in a new log, dropped in
+** a version-1 log (a build of that version reads no flags). */
 #include "test_log_util.h"
 
 #define PS 512
@@ -25,7 +27,7 @@ static uint32_t hdr_features(void) {
 
 /* The record of `epoch` at file offset off: its page numbers and images where the
 ** layout puts them. */
-static void check_record_bytes(uint64_t off, uint64_t epoch, int pgnos_first) {
+static void check_record_bytes(uint64_t off, uint64_t epoch, int pgnos_first, int v2) {
   size_t n = 0;
   unsigned char *b = tl_read_file(logp, &n);
   tl_rec r;
@@ -35,6 +37,9 @@ static void check_record_bytes(uint64_t off, uint64_t epoch, int pgnos_first) {
   uint64_t e;
   memcpy(&e, b + off + MW_REC_EPOCH, 8);
   CHECK(e == epoch);
+  uint32_t flags;
+  memcpy(&flags, b + off + MW_REC_FLAGS, 4);
+  CHECK(flags == (v2 ? tl_flags(epoch) : 0));
   for (int i = 0; i < r.n; i++) {
     uint32_t p;
     const unsigned char *pg = pgnos_first ? body + 4 * i : body + (size_t)i * (4 + PS);
@@ -52,12 +57,14 @@ typedef struct follow_check {
   mw_log *log;
   uint64_t next;     /* the epoch expected next */
   uint64_t records, pages, big;
+  int v2;            /* the log's format version is 2: its records carry flags */
 } follow_check;
 
-static int on_follow(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+static int on_follow(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags, int npages,
                      const uint32_t *pgnos, const uint64_t *ats) {
   follow_check *f = ctx;
   CHECK(epoch == f->next);
+  CHECK(flags == (f->v2 ? tl_flags(epoch) : 0));
   f->next++;
   CHECK(db_pages == tl_dbpages(epoch) && npages == tl_npages(epoch, MAXP));
   unsigned char want[PS], got[PS];
@@ -75,7 +82,7 @@ static int on_follow(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
 
 /* A writer (shared, recovering the log) and a follower opened at its end; the writer
 ** appends 130 records (every size from 1 to 64 pages, twice), the follower follows. */
-static void check_follow(uint64_t *pEpoch) {
+static void check_follow(uint64_t *pEpoch, int v2) {
   mw_log_options o = tl_opts(PS, 1, 64 * 1024);
   o.shared = 1;
   tl_seen seen;
@@ -90,7 +97,7 @@ static void check_follow(uint64_t *pEpoch) {
   fo.shift = 0;
   CHECK_RC(tl_open_with(db, &fo, MAXP, &seen, &f, &base, &last), SQLITE_OK);
   CHECK(!seen.bad && last == *pEpoch - 1);
-  follow_check fc = { f, *pEpoch, 0, 0, 0 };
+  follow_check fc = { f, *pEpoch, 0, 0, 0, v2 };
   for (int i = 0; i < 130; i++) CHECK_RC(tl_commit(w, PS, pEpoch, MAXP, 0, &end), SQLITE_OK);
   CHECK_RC(mw_log_follow(f, end, on_follow, &fc), SQLITE_OK);
   CHECK(fc.records == 130 && fc.next == *pEpoch && mw_log_end(f) == end);
@@ -105,8 +112,8 @@ static void check_follow(uint64_t *pEpoch) {
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
-/* A log as the first release wrote it: feature bits 0, records of epochs 2..last with
-** (page number, image) pairs. */
+/* A log as the first release wrote it: format version 1, feature bits 0, records of
+** epochs 2..last with (page number, image) pairs. */
 static void write_v1_log(uint64_t last) {
   const uint64_t salt = 0x5EED5A17ull;
   size_t cap = MW_LOG_HDR_SIZE, n = 0;
@@ -114,7 +121,7 @@ static void write_v1_log(uint64_t last) {
   unsigned char *b = calloc(1, cap);
   CHECK(b != 0);
   memcpy(b + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8);
-  put32(b + MW_LOG_HDR_VERSION, MW_LOG_VERSION);
+  put32(b + MW_LOG_HDR_VERSION, 1);
   put32(b + MW_LOG_HDR_BOM, MW_LOG_BOM);
   put32(b + MW_LOG_HDR_PAGE_SIZE, PS);
   put32(b + MW_LOG_HDR_FEATURES, 0);
@@ -159,11 +166,12 @@ int main(void) {
   CHECK(hdr_features() == MW_LOG_FEAT_PGNOS_FIRST);
   for (int i = 0; i < 70; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, &end), SQLITE_OK);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
-  check_record_bytes(MW_LOG_HDR_SIZE, 2, 1);
+  check_record_bytes(MW_LOG_HDR_SIZE, 2, 1, 1);
+  check_record_bytes(MW_LOG_HDR_SIZE + MW_REC_HDR_SIZE + (uint64_t)tl_npages(2, MAXP) * (4 + PS), 3, 1, 1);
   CHECK_RC(tl_open(db, PS, 1, 64 * 1024, MAXP, &seen, &log, &base, &last), SQLITE_OK);
   CHECK(!seen.bad && seen.count == 70 && last == 71);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
-  check_follow(&epoch);
+  check_follow(&epoch, 1);
   CHECK(hdr_features() == MW_LOG_FEAT_PGNOS_FIRST);
   tl_rmdir(dir);
 
@@ -179,11 +187,12 @@ int main(void) {
   for (int i = 0; i < 5; i++) CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, &end), SQLITE_OK);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
   CHECK(hdr_features() == 0);
-  check_record_bytes(off41, 41, 0);
+  check_record_bytes(off41, 41, 0, 0);
+  check_record_bytes(off41 + MW_REC_HDR_SIZE + (uint64_t)tl_npages(41, MAXP) * (4 + PS), 42, 0, 0);
   CHECK_RC(tl_open(db, PS, 1, 64 * 1024, MAXP, &seen, &log, &base, &last), SQLITE_OK);
   CHECK(!seen.bad && seen.count == 44 && last == 45);
   CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
-  check_follow(&epoch);
+  check_follow(&epoch, 0);
   CHECK(hdr_features() == 0);
   tl_rmdir(dir);
   printf("test_log_layout: ok\n");

@@ -105,7 +105,7 @@ int main(void) {
   uint64_t len30 = MW_REC_HDR_SIZE + (uint64_t)tl_npages(30, MAXP) * (4 + PS);
   uint64_t spots[] = { off30 + MW_REC_HDR_SIZE + 2, off30 + len30 - 1, off30 + MW_REC_HDR_SIZE + 4 + 100,
                        off30 + MW_REC_EPOCH, off30 + MW_REC_NPAGES, off30 + MW_REC_DBPAGES,
-                       off30 + MW_REC_CKSUM + 3, off30 + MW_REC_ZERO };
+                       off30 + MW_REC_CKSUM + 3, off30 + MW_REC_FLAGS };
   for (size_t i = 0; i < sizeof(spots) / sizeof(spots[0]); i++) {
     full[spots[i]] ^= 0x10;
     tl_write_file(logp, full, full_n);
@@ -147,7 +147,7 @@ int main(void) {
     CHECK(other != 0);
     memcpy(other, full, full_n);
     uint32_t v;
-    if (kind == 0) { v = 2; memcpy(other + MW_LOG_HDR_VERSION, &v, 4); }
+    if (kind == 0) { v = MW_LOG_VERSION + 1; memcpy(other + MW_LOG_HDR_VERSION, &v, 4); }
     if (kind == 1) { v = 0x7fffffff; memcpy(other + MW_LOG_HDR_VERSION, &v, 4); }
     if (kind == 2) { v = __builtin_bswap32(MW_LOG_BOM); memcpy(other + MW_LOG_HDR_BOM, &v, 4); }
     if (kind == 3) {

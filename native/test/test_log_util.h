@@ -102,6 +102,10 @@ static inline void tl_free(tl_rec *r) {
   for (int i = 0; i < r->n; i++) free(r->img[i]);
 }
 
+/* The flags a test record carries (docs/format.md, "Record"): every third one was
+** acknowledged once written (synchronous=NORMAL). */
+static inline uint32_t tl_flags(uint64_t epoch) { return epoch % 3 == 0 ? MW_REC_F_ACK_WRITTEN : 0; }
+
 /* One commit the way the engine makes it: reserve, assign (under a lock when pub is
 ** set, as the engine's publication lock), submit, wait. *pEpoch is the next epoch. */
 static inline int tl_commit(mw_log *log, int ps, uint64_t *pEpoch, int maxp, mw_mutex *pub,
@@ -125,7 +129,7 @@ static inline int tl_commit(mw_log *log, int ps, uint64_t *pEpoch, int maxp, mw_
   mw_log_unreserve(log, bytes_max - bytes);
   uint64_t off = mw_log_assign(log, epoch, bytes);
   if (pub) mw_mutex_unlock(pub);
-  rc = mw_log_submit(log, off, epoch, tl_dbpages(epoch), r.n, r.pgnos,
+  rc = mw_log_submit(log, off, epoch, tl_dbpages(epoch), tl_flags(epoch), r.n, r.pgnos,
                      (const unsigned char *const *)r.img);
   tl_free(&r);
   if (rc == SQLITE_OK) rc = mw_log_wait_durable(log, off + bytes);

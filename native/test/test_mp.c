@@ -29,7 +29,13 @@
 **  - stock: a stock connection (and Debian's sqlite3 if present) beside engine
 **    processes is refused, reading and writing, and nothing it did is in the file;
 **  - create_race: two processes CREATE TABLE IF NOT EXISTS at once; the loser then
-**    inserts into the winner's table (its retry sees the commit it lost to).
+**    inserts into the winner's table (its retry sees the commit it lost to);
+**  - normal: synchronous=NORMAL across processes (log format 2): with every data sync
+**    2 s slower, a NORMAL writer's commits do not wait for one, and another process
+**    sees each of them as soon as it is acknowledged; then, syncs at their own pace,
+**    what it left unsynced is durable well within 2 s (the compactor's tick, compact.h
+**    MW_UNSYNCED_MAX_MS; before it, the 5 s compaction timer). The kill rounds run one
+**    of their 3 writers with synchronous=NORMAL: nothing it acknowledged is lost.
 ** MW_MP_CASE=<name> runs one case. */
 #include "test_engine_util.h"
 #include "test_spawn_util.h"
@@ -139,6 +145,8 @@ static int writer_main(char **argv) {
   if (getenv("MW_TEST_LOG")) sqlite3_config(SQLITE_CONFIG_LOG, dbg_log, (void *)0);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   sqlite3 *db = tu_open(path, params);
+  /* Test parameters in the URI (SQLite ignores names it does not know). */
+  if (strstr(params, "test_sync=normal")) tu_exec(db, "PRAGMA synchronous=NORMAL");
   if (max < 0) {
     while (access(stopfile, F_OK) != 0) sleep_us(10000);
     write_stats(db, path, id);
@@ -164,6 +172,7 @@ static int writer_main(char **argv) {
     if (rc == SQLITE_OK) {
       CHECK(write(fd, &ack, sizeof ack) == (ssize_t)sizeof ack);
       k++;
+      if (strstr(params, "test_pace")) sleep_us(3000); /* for a process watching each one */
       continue;
     }
     int x = sqlite3_extended_errcode(db);
@@ -174,6 +183,9 @@ static int writer_main(char **argv) {
     }
   }
   close(fd);
+  /* Stays open (idle) until told to stop: what it left unsynced is not synced by its
+  ** close. */
+  if (strstr(params, "test_linger")) while (access(stopfile, F_OK) != 0) sleep_us(10000);
   write_stats(db, path, id);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   return 0;
@@ -338,7 +350,8 @@ static void kill_rounds(const char *dir) {
     int victim = rand() % 3;
     for (int i = 0; i < 3; i++) {
       ids[i] = next_id++;
-      pids[i] = spawn_writer(path, ids[i], 0, "mw_mp=1", i == victim ? crash[r] : 0);
+      pids[i] = spawn_writer(path, ids[i], 0, i == 1 ? "mw_mp=1&test_sync=normal" : "mw_mp=1",
+                             i == victim ? crash[r] : 0);
     }
     if (crash[r] == 0) {
       sleep_us((unsigned)(50000 + rand() % 300000));
@@ -404,6 +417,116 @@ static void kill_rounds(const char *dir) {
   }
   CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   check_bank(path, 0, 0);
+}
+
+/* ---------------------------------------------------------------- synchronous=NORMAL */
+
+/* The committed end and the durable end in <path>-mwshm (mp.c's header: bytes 16-23
+** and 32-39). */
+static uint64_t shm_committed_end(const char *path) { return file_u64(path, "-mwshm", 16); }
+static uint64_t shm_durable_end(const char *path) { return file_u64(path, "-mwshm", 32); }
+
+/* A process beside writer 0 (argv: path, its transfers): until it has acknowledged
+** them all, reads how many it acknowledged, then counts them in a new snapshot: each
+** must be visible already (acknowledged once written, with every sync 2 s away). */
+static int follower_main(char **argv) {
+  const char *path = argv[2];
+  long want = atol(argv[3]);
+  if (!child_begin()) return 1;
+  CHECK_RC(sqlite3_initialize(), SQLITE_OK);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  long samples = 0;
+  uint64_t t0 = tu_now_ns();
+  for (;;) {
+    long acked = ack_count(path, 0);
+    int64_t seen = tu_int(db, "SELECT count(*) FROM ack");
+    if (seen < acked) {
+      fprintf(stderr, "%s: normal: another process had acknowledged %ld commits, a snapshot "
+                      "here saw %lld\n", prog, acked, (long long)seen);
+      return 3;
+    }
+    samples++;
+    if (acked >= want) break;
+    CHECK(tu_now_ns() - t0 < 60000000000ull);
+    sleep_us(2000);
+  }
+  printf("%s: normal: %ld snapshots of the follower saw every acknowledged commit\n", prog,
+         samples);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  return 0;
+}
+
+static void sync_normal(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/normal.db", dir);
+  make_bank(path);
+  long per = (long)(100 * scale());
+  if (per < 30) per = 30;
+  /* 1. Every sync takes 2 s more, in both processes. Syncing each commit (what mw_mp=1
+  ** did before log format 2), the writer would need per * 2 s. */
+  const char *slow = "mp_sync:2000";
+  char pers[32];
+  snprintf(pers, sizeof pers, "%ld", per);
+  char *fargs[] = { "follower", path, pers, 0 };
+  uint64_t t0 = tu_now_ns();
+  pid_t w = spawn_writer_env(path, 0, per, "mw_mp=1&test_sync=normal&test_linger&test_pace",
+                           "MW_PAUSE_AT", slow);
+  pid_t f = tu_spawn(self_exe, "MW_PAUSE_AT", slow, fargs);
+  while (ack_count(path, 0) < per) {
+    CHECK(tu_now_ns() - t0 < 0.25 * 2e9 * (double)per);
+    sleep_us(1000);
+  }
+  double took = (double)(tu_now_ns() - t0) / 1e9;
+  CHECK(tu_wait_status(f) == 0);
+  set_stop(path, 1);
+  CHECK(tu_wait_status(w) == 0);
+  set_stop(path, 0);
+  printf("%s: normal: %ld NORMAL commits in %.1f s with every sync 2 s slow, each seen at "
+         "once by another process\n", prog, per, took);
+  /* 2. Syncs at their pace: the writer leaves its last commits unsynced and idles. */
+  w = spawn_writer(path, 1, per, "mw_mp=1&test_sync=normal&test_linger", 0);
+  uint64_t t1 = tu_now_ns();
+  while (ack_count(path, 1) < per) {
+    CHECK(tu_now_ns() - t1 < 60000000000ull);
+    sleep_us(1000);
+  }
+  uint64_t t2 = tu_now_ns();
+  uint64_t committed = shm_committed_end(path);
+  while (shm_durable_end(path) < committed) {
+    CHECK(tu_now_ns() - t2 < 30000000000ull);
+    sleep_us(1000);
+  }
+  double lag = (double)(tu_now_ns() - t2) / 1e9;
+  set_stop(path, 1);
+  CHECK(tu_wait_status(w) == 0);
+  set_stop(path, 0);
+  const char *emu = getenv("MW_TEST_EMULATOR");
+  printf("%s: normal: the last acknowledged commit durable %.3f s after it (bound %.1f s "
+         "and a sync)\n", prog, lag, 0.4);
+  CHECK(lag < (UNDER_TSAN || (emu && *emu) ? 4.0 : 2.0));
+  /* 3. Beside a FULL writer: a NORMAL commit behind a FULL record of another process
+  ** becomes visible after it, hence waits for its sync (mp.c, mw_mp_wait_foreign: it
+  ** joins that sync). Each sync 3 ms slower: the NORMAL writer's commits take a few
+  ** ms, not the compactor's tick (200 ms) that would otherwise notice the sync. */
+  set_stop(path, 0);
+  pid_t full = spawn_writer_env(path, 2, 0, "mw_mp=1", "MW_PAUSE_AT", SLOW_SYNC);
+  while (ack_count(path, 2) < 5) {
+    CHECK(tu_now_ns() - t2 < 60000000000ull);
+    sleep_us(1000);
+  }
+  uint64_t t3 = tu_now_ns();
+  w = spawn_writer_env(path, 3, per, "mw_mp=1&test_sync=normal&test_pace", "MW_PAUSE_AT", SLOW_SYNC);
+  CHECK(tu_wait_status(w) == 0);
+  double each = (double)(tu_now_ns() - t3) / 1e6 / (double)per;
+  set_stop(path, 1);
+  CHECK(tu_wait_status(full) == 0);
+  set_stop(path, 0);
+  long fulls = ack_count(path, 2);
+  printf("%s: normal: beside a FULL writer (%ld commits), %ld NORMAL commits took %.1f ms "
+         "each (3 ms of it a pause between them)\n", prog, fulls, per, each);
+  CHECK(each < (UNDER_TSAN || (emu && *emu) ? 200.0 : 25.0));
+  long rows = 0;
+  CHECK(check_bank(path, 4, &rows) == 3 * per + fulls && rows == 3 * per + fulls);
 }
 
 /* One process alone compacts (its log passes mw_log_max_mb=1 and is switched to a new
@@ -1451,6 +1574,7 @@ int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
   if (argc == 3 && strcmp(argv[1], "reader") == 0) return reader_main(argv);
+  if (argc == 4 && strcmp(argv[1], "follower") == 0) return follower_main(argv);
   if (argc == 3 && strcmp(argv[1], "switcher") == 0) return switcher_main(argv);
   if (argc == 4 && strcmp(argv[1], "creator") == 0) return creator_main(argv);
   if (argc == 3 && strcmp(argv[1], "threads") == 0) return threads_main(argv);
@@ -1474,7 +1598,7 @@ int main(int argc, char **argv) {
     { "threads_sync", threads_sync }, { "refresh_switch", refresh_switch },
     { "spare_reader", spare_reader }, { "create_race", create_race },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
-    { "floor_follows", floor_follows },
+    { "floor_follows", floor_follows }, { "normal", sync_normal },
   };
   const char *only = getenv("MW_MP_CASE");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

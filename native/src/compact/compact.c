@@ -15,7 +15,12 @@
 ** each tick catches up with the other processes and publishes this one's floor
 ** (mp.c), so that compaction goes on while several processes are open.
 **
-** Each step first releases the transactions whose threads all ended
+** Each step first syncs the log up to where it ended at the step before, when a
+** commit acknowledged once written (synchronous=NORMAL or OFF) left it unsynced: such
+** a commit is durable within two ticks (MW_UNSYNCED_MAX_MS) and the sync itself (with
+** mw_mp=1, mp.c syncs every process's records: mw_mp_tick). Stock SQLite in WAL mode
+** syncs such commits at its next checkpoint only.
+** Each step then releases the transactions whose threads all ended
 ** (mw_db_release_orphans_locked, db.c), so that they pin nothing.
 **
 ** Owns: the compactor job and the writes into the database file.
@@ -35,6 +40,9 @@
 #include <string.h>
 
 #define TICK_MS 200            /* garbage collection period */
+#if MW_UNSYNCED_MAX_MS != 2 * TICK_MS
+#error "compact.h promises that unsynced commits are synced within two ticks"
+#endif
 #define TIMER_TICKS 25         /* compaction at least every 5 s when there is work */
 #define PINNED_WARN 10000      /* pinned versions that make sqlite3_log warn */
 
@@ -215,6 +223,15 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int h
   return move_log_base(db, m, how);
 }
 
+/* The log synced up to where it ended at the last tick, unless a sync covered that
+** already (the commits of synchronous=FULL connections sync as they go). A failed sync
+** is the log's sticky error: every later commit reports it. */
+static void sync_unsynced(mw_db *db) {
+  uint64_t due = db->unsynced_mark;
+  db->unsynced_mark = mw_log_end(db->log);
+  if (due != 0 && mw_log_durable_end(db->log) < due) (void)mw_log_wait_durable(db->log, due);
+}
+
 /* One step of the compactor job (background.c): compacts when asked or when the
 ** timer is due and there is work, else collects garbage. Returns when to run again:
 ** every TICK while there is anything left to do, never (until woken) once the
@@ -224,7 +241,8 @@ static uint64_t compactor_step(void *arg) {
   mw_db *db = arg;
   /* mw_mp=1: apply the others' commits and follow their compactions every tick, even
   ** when this process is idle: its floor must advance, or nobody could compact. */
-  if (db->mp) mw_mp_tick(db);
+  if (db->mp) mw_mp_tick(db); /* with the sync of every process's unsynced records */
+  else sync_unsynced(db);
   mw_mutex_lock(&db->mu);
   uint64_t now = mw_now_ns();
   int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;

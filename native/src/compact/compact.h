@@ -6,6 +6,12 @@
 
 #include "engine.h"
 
+/* A commit acknowledged once written (synchronous=NORMAL or OFF) is durable within this
+** many milliseconds and the time of a sync: the compactor's tick syncs the log up to
+** where it ended at the tick before (two ticks; with mw_mp=1, any live process's tick,
+** for the records of every process). */
+#define MW_UNSYNCED_MAX_MS 400
+
 int mw_compactor_start(mw_db *db);
 void mw_compactor_stop(mw_db *db);
 /* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK, or up to visible

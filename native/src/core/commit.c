@@ -33,6 +33,7 @@
 #include "core/pageset.h"
 #include "core/store.h"
 #include "durability/log.h"
+#include "durability/log_format.h"
 #include "growth/growth.h"
 #include "platform/crash.h"
 #include "processes/mp.h"
@@ -247,6 +248,7 @@ typedef struct commit {
   uint64_t mask;               /* stripes to hold */
   int locked, installed;
   int mp_locked;               /* holds the publication lock of mw_mp=1 (mp.c) */
+  int synced;                  /* acknowledged once synced (FULL, EXTRA), not written */
   uint32_t view_cookie;
   int conflict;                /* MW_STAT_CONFLICT_* when refused */
   uint64_t epoch;
@@ -644,9 +646,11 @@ static void mp_publish(commit *c, int rc, uint64_t end) {
 }
 
 /* 7. Durable: synchronous=FULL/EXTRA (the default) is acknowledged once synced; OFF
-** and NORMAL once written, as stock SQLite's WAL acknowledges them without a sync.
-** A later synced commit covers this one (the log is written as a prefix), and the
-** compactor syncs the log before it moves anything into the database file. */
+** and NORMAL once written, as stock SQLite's WAL acknowledges them without a sync,
+** and the record says so (MW_REC_F_ACK_WRITTEN: other processes make it visible once
+** published). A later synced commit covers this one (the log is written as a prefix),
+** the compactor syncs the log before it moves anything into the database file, and
+** its tick syncs whatever is left unsynced (compact.c, MW_UNSYNCED_MAX_MS). */
 static int make_durable(commit *c, int rc) {
   mw_db *db = c->l->db;
   uint64_t end = c->offset + c->rec_bytes;
@@ -657,18 +661,21 @@ static int make_durable(commit *c, int rc) {
     if (c->mp_locked) mp_publish(c, rc, end);
     return rc;
   }
-  rc = mw_log_submit(db->log, c->offset, c->epoch, c->db_pages, c->nw, c->wp,
+  c->synced = c->l->sync_level >= 2;
+  rc = mw_log_submit(db->log, c->offset, c->epoch, c->db_pages,
+                     c->synced ? 0 : MW_REC_F_ACK_WRITTEN, c->nw, c->wp,
                      (const unsigned char *const *)c->img);
   mw_crash_point("commit_after_submit");
   if (c->mp_locked) {
-    /* mw_mp=1: the record is written whole before the others may write after it;
-    ** every commit is synced (the others make a record visible once durable). */
+    /* mw_mp=1: the record is written whole before the others may write after it.
+    ** Acknowledged once written, it still becomes visible after the records before
+    ** it: another process's that waits for its sync is waited for. */
     if (rc == SQLITE_OK) rc = mw_log_wait_written(db->log, end);
     mp_publish(c, rc, end);
-    if (rc == SQLITE_OK) rc = mw_mp_wait_durable(db, end);
+    if (rc == SQLITE_OK)
+      rc = c->synced ? mw_mp_wait_durable(db, end) : mw_mp_wait_foreign(db, c->epoch, c->offset);
   } else if (rc == SQLITE_OK) {
-    rc = c->l->sync_level >= 2 ? mw_log_wait_durable(db->log, end)
-                               : mw_log_wait_written(db->log, end);
+    rc = c->synced ? mw_log_wait_durable(db->log, end) : mw_log_wait_written(db->log, end);
   }
   mw_crash_point("commit_before_visible");
   return rc;
@@ -693,8 +700,8 @@ static int make_visible(commit *c, int rc) {
   }
   /* Already visible (made so by another committer): its ring slot may be reused. */
   if (db->visible < c->epoch) c->pe->ready = 1;
-  /* mw_mp=1: this sync covered the others' records before this one. */
-  if (db->mp) mw_mp_mark_locked(db, c->epoch);
+  /* mw_mp=1: this commit's sync covered the others' records before it. */
+  if (db->mp) mw_mp_mark_locked(db, c->synced ? c->epoch : 0);
   uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];

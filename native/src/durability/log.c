@@ -81,15 +81,16 @@ static uint64_t body_image_at(const mw_log *log, uint64_t n, uint64_t i) {
 
 /* The bytes of a record (docs/format.md, "Record"): len bytes (rec_size) into buf. */
 void mw_log_encode_record(const mw_log *log, unsigned char *buf, size_t len, uint64_t epoch,
-                          uint32_t db_pages, int npages, const uint32_t *pgnos,
-                          const unsigned char *const *images) {
+                          uint32_t db_pages, uint32_t flags, int npages,
+                          const uint32_t *pgnos, const unsigned char *const *images) {
   size_t ps = (size_t)log->page_size;
   unsigned char *h = buf;
   put32(h + MW_REC_OFF_MAGIC, MW_REC_MAGIC);
   put32(h + MW_REC_NPAGES, (uint32_t)npages);
   put64(h + MW_REC_EPOCH, epoch);
   put32(h + MW_REC_DBPAGES, db_pages);
-  put32(h + MW_REC_ZERO, 0);
+  /* A version-1 file carries no flags (a build of that version reads none). */
+  put32(h + MW_REC_FLAGS, log->version >= 2 ? flags & MW_REC_F_KNOWN : 0);
   unsigned char *body = h + MW_REC_HDR_SIZE;
   for (int i = 0; i < npages; i++) {
     put32(body + body_pgno_at(log, (uint64_t)i), pgnos[i]);
@@ -160,6 +161,7 @@ static int is_zero_from(mw_fd fd, uint64_t from, uint64_t size, int *nonzero) {
 int mw_log_write_fresh(mw_log *log) {
   unsigned char h[MW_LOG_HDR_SIZE];
   log->features = MW_LOG_FEATURES;
+  log->version = MW_LOG_VERSION;
   mw_log_build_header(h, log->page_size, log->base, log->salt, log->features);
   int rc = mw_file_truncate(log->fd, 0, 0);
   if (rc == SQLITE_OK) rc = mw_file_pwrite(log->fd, h, sizeof(h), 0, 0);
@@ -193,7 +195,7 @@ static int rec_header_ok(const mw_log *log, const unsigned char *h, uint64_t roo
   uint32_t npages = get32(h + MW_REC_NPAGES);
   *pN = npages;
   return get32(h + MW_REC_OFF_MAGIC) == MW_REC_MAGIC && get64(h + MW_REC_EPOCH) == expect &&
-         get32(h + MW_REC_ZERO) == 0 && npages <= (room - MW_REC_HDR_SIZE) / per_page;
+         (get32(h + MW_REC_FLAGS) & ~MW_REC_F_KNOWN) == 0 && npages <= (room - MW_REC_HDR_SIZE) / per_page;
 }
 
 /* r->pgnos and r->ats grown for n pages. */
@@ -438,9 +440,10 @@ static int log_read_header(mw_log *log, int existed, int follow, uint64_t size, 
   ** another format; zeros there are a torn header, handled as damaged below. */
   int magic = size >= MW_LOG_HDR_SIZE && memcmp(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8) == 0;
   uint32_t version = get32(h + MW_LOG_HDR_VERSION), bom = get32(h + MW_LOG_HDR_BOM);
-  int sound = magic && version == MW_LOG_VERSION && bom == MW_LOG_BOM &&
+  int known = version >= MW_LOG_VERSION_MIN && version <= MW_LOG_VERSION;
+  int sound = magic && known && bom == MW_LOG_BOM &&
               get64(h + MW_LOG_HDR_CKSUM) == mw_log_checksum(0, h, MW_LOG_HDR_CKSUM);
-  if ((magic && version != 0 && version != MW_LOG_VERSION) ||
+  if ((magic && version != 0 && !known) ||
       (magic && bom == __builtin_bswap32(MW_LOG_BOM)) ||
       (sound && (get32(h + MW_LOG_HDR_FEATURES) & ~MW_LOG_FEATURES) != 0)) {
     /* Another format (or byte order): refuse it and leave it exactly as it is. */
@@ -470,6 +473,7 @@ static int log_read_header(mw_log *log, int existed, int follow, uint64_t size, 
     log->base = get64(h + MW_LOG_HDR_BASE);
     log->salt = get64(h + MW_LOG_HDR_SALT);
     log->features = get32(h + MW_LOG_HDR_FEATURES);
+    log->version = version;
   }
   return rc;
 }

@@ -102,9 +102,12 @@ int mw_log_grow_ahead(mw_log *log);
 uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes);
 
 /* Writes the record at its assigned offset (through the group writer). The images
-** are copied; the call returns once the record is staged or written. */
-int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages, int npages,
-                  const uint32_t *pgnos, const unsigned char *const *images);
+** are copied; the call returns once the record is staged or written. flags:
+** MW_REC_F_* of log_format.h (how the commit is acknowledged; dropped in a version-1
+** file). */
+int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages,
+                  uint32_t flags, int npages, const uint32_t *pgnos,
+                  const unsigned char *const *images);
 
 /* Poisons the log with rc (the sticky error): every later reserve, submit, wait and
 ** compaction fails with it, and the threads waiting now wake up and fail. For a record
@@ -168,10 +171,11 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift);
 /* The base epoch of the file in use (the database file holds the state at it). */
 uint64_t mw_log_base(mw_log *log);
 
-/* A record of another process (mw_log_follow): its page numbers and, for each, the
-** logical offset of its image in the log (mw_log_read_image reads it when needed). */
-typedef int (*mw_log_follow_fn)(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
-                                const uint32_t *pgnos, const uint64_t *ats);
+/* A record of another process (mw_log_follow): its flags (MW_REC_F_*), its page
+** numbers and, for each, the logical offset of its image in the log
+** (mw_log_read_image reads it when needed). */
+typedef int (*mw_log_follow_fn)(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags,
+                                int npages, const uint32_t *pgnos, const uint64_t *ats);
 /* Multi-process mode: reads the page lists of the records that other processes
 ** appended after this log's end, up to the logical offset `end` (complete records,
 ** published by their writers: their checksums are not verified again, recovery does),

@@ -1,6 +1,7 @@
 /*
 ** log_format.h: the byte layout of the commit log "<db>-mw" (docs/format.md says the
-** same in words). Shared by log.c and the tests that craft damaged logs.
+** same in words). Shared by the log's files, the commit path and mp.c (the record
+** flags), and the tests that craft damaged logs.
 **
 ** Owns: offsets, magic numbers, the version, the checksum function.
 ** Never touches: files, locks, the engine.
@@ -18,7 +19,13 @@
 /* The header: MW_LOG_HDR_SIZE bytes at offset 0. */
 #define MW_LOG_HDR_SIZE 64
 #define MW_LOG_MAGIC "SQLMWLOG"            /* bytes 0..7, ASCII, no terminator */
-#define MW_LOG_VERSION 1u                  /* bytes 8..11 */
+#define MW_LOG_VERSION 2u                  /* bytes 8..11: what this build writes */
+/* Version 2 (issue 33) gave the record's reserved word a meaning: its flags (below).
+** A version-1 log (its flags are all zero) is still read and written; its records then
+** carry no flags until a compaction gives it a version-2 file. A build that knows
+** version 1 only refuses a version-2 log (SQLITE_CANTOPEN): it would take a flagged
+** record for the end of the log. */
+#define MW_LOG_VERSION_MIN 1u              /* the oldest version this build reads */
 #define MW_LOG_BOM 0x01020304u             /* bytes 12..15, byte-order mark */
 #define MW_LOG_FEATURES 1u                 /* bytes 20..23: feature bits this build knows */
 /* Feature bit 0: each record's page numbers come first, then its images (the layout a
@@ -45,9 +52,17 @@
 #define MW_REC_NPAGES 4                     /* u32 */
 #define MW_REC_EPOCH 8                      /* u64 */
 #define MW_REC_DBPAGES 16                   /* u32 database size in pages */
-#define MW_REC_ZERO 20                      /* u32, zero (reserved) */
+#define MW_REC_FLAGS 20                     /* u32, MW_REC_F_* (zero in a version-1 log) */
 #define MW_REC_CKSUM 24                     /* u64, see below */
 /* Record checksum: mw_log_checksum(mw_log_checksum(salt, bytes 0..23), body). */
+
+/* Record flags. ACK_WRITTEN: its commit was acknowledged once written, before any sync
+** (PRAGMA synchronous=NORMAL or OFF): another process may make it visible as soon as
+** it is published, as stock WAL readers see such a commit at once. Without it the
+** commit waits for its sync (FULL, EXTRA) and the others make it visible once durable.
+** A set bit this build does not know ends the log there (the record is not read). */
+#define MW_REC_F_ACK_WRITTEN 1u
+#define MW_REC_F_KNOWN 1u
 
 /* A 64-bit checksum of n bytes, seeded (not cryptographic: it catches torn writes
 ** and flipped bits; any change of one aligned 8-byte word always changes it). */

@@ -268,8 +268,9 @@ uint64_t mw_log_assign(mw_log *log, uint64_t epoch, uint64_t bytes) {
   return off;
 }
 
-int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages, int npages,
-                  const uint32_t *pgnos, const unsigned char *const *images) {
+int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_pages,
+                  uint32_t flags, int npages, const uint32_t *pgnos,
+                  const unsigned char *const *images) {
   size_t len = (size_t)rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
   mw_staged *s = npages < 0 ? 0 : malloc(sizeof(*s) + len);
   if (!s) {
@@ -284,7 +285,7 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   s->off = offset;
   s->len = len;
   s->buf = (unsigned char *)(s + 1);
-  mw_log_encode_record(log, s->buf, len, epoch, db_pages, npages, pgnos, images);
+  mw_log_encode_record(log, s->buf, len, epoch, db_pages, flags, npages, pgnos, images);
 
   mw_mutex_lock(&log->mu);
   int rc = log->error;

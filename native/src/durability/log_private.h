@@ -56,6 +56,7 @@ struct mw_log {
   uint64_t room_max; /* shared: the most room a switch zeroes (switch_log) */
   uint64_t salt;
   uint32_t features;  /* the header's feature bits: the layout of every record here */
+  uint32_t version;   /* the header's format version: records carry flags from 2 on */
 
   mw_mutex cmp_mu; /* one compaction (or close) at a time */
   mw_mutex mu;     /* everything below */
@@ -149,8 +150,8 @@ int mw_log_write_fresh(mw_log *log);
 /* log.c: the bytes of a record (docs/format.md, "Record"): len bytes (its size,
 ** mw_log_record_size) into buf. */
 void mw_log_encode_record(const mw_log *log, unsigned char *buf, size_t len, uint64_t epoch,
-                          uint32_t db_pages, int npages, const uint32_t *pgnos,
-                          const unsigned char *const *images);
+                          uint32_t db_pages, uint32_t flags, int npages,
+                          const uint32_t *pgnos, const unsigned char *const *images);
 /* log.c: index capacity for every record that may still be assigned; with mu held. */
 int mw_log_ensure_idx(mw_log *log, size_t extra);
 

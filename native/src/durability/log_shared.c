@@ -30,7 +30,8 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx) {
     /* Published records are whole: one that is not means the log was damaged. */
     if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT;
     if (rc != SQLITE_OK) break;
-    rc = fn(ctx, expect, get32(h + MW_REC_DBPAGES), (int)get32(h + MW_REC_NPAGES), r.pgnos, r.ats);
+    rc = fn(ctx, expect, get32(h + MW_REC_DBPAGES), get32(h + MW_REC_FLAGS),
+            (int)get32(h + MW_REC_NPAGES), r.pgnos, r.ats);
     if (rc != SQLITE_OK) break;
     mw_mutex_lock(&log->mu);
     rc = mw_log_ensure_idx(log, 1);
@@ -147,7 +148,8 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
   unsigned char h[MW_LOG_HDR_SIZE];
   rc = mw_file_pread(fd, h, sizeof(h), 0, 0);
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_CORRUPT;
-  /* The same log rewritten by a compaction: same salt and page size, a sound header. */
+  /* The same log rewritten by a compaction: same salt and page size, a sound header
+  ** (of this build's version: a switch writes no other). */
   if (rc == SQLITE_OK &&
       (memcmp(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8) != 0 ||
        get32(h + MW_LOG_HDR_VERSION) != MW_LOG_VERSION || get32(h + MW_LOG_HDR_BOM) != MW_LOG_BOM ||
@@ -172,6 +174,7 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
     fd = old;
     log->shift = shift;
     log->base = base;
+    log->version = MW_LOG_VERSION;
     size_t keep = 0;
     while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;
     memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));

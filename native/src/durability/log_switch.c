@@ -96,6 +96,7 @@ static int adopt_new_file_locked(mw_log *log, mw_fd tfd, uint64_t base, size_t k
   log->fd = tfd;
   log->shift = new_shift;
   log->base = base;
+  log->version = MW_LOG_VERSION; /* the new file's header: this build's version */
   log->alloc_end = alloc_end;
   if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
   memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));

@@ -61,7 +61,7 @@
 #include <unistd.h>
 
 #define SHM_MAGIC "SQLMWSHM"
-#define SHM_VERSION 6u
+#define SHM_VERSION 7u          /* 7: records acknowledged once written (log format 2) */
 #define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193
@@ -248,9 +248,10 @@ typedef struct follow_ctx {
 ** visible), lazily: as their offsets in the log, read only when needed (with many
 ** processes, reading every page of every other process's record, most of them never
 ** used here, was most of a commit's time under the publication lock); then its
-** place in the ring, ready once durable. */
-static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
-                         const uint32_t *pgnos, const uint64_t *ats) {
+** place in the ring: ready at once when its writer acknowledged it once written
+** (synchronous=NORMAL or OFF: the record says so), else once durable. */
+static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags,
+                         int npages, const uint32_t *pgnos, const uint64_t *ats) {
   follow_ctx *f = ctx;
   mw_db *db = f->db;
   uint64_t end = f->off + mw_log_record_size(db->log, npages);
@@ -277,12 +278,14 @@ static int follow_record(void *ctx, uint64_t epoch, uint32_t db_pages, int npage
     mw_pending *pe = &db->ring[epoch % MW_RING];
     pe->epoch = epoch;
     pe->size = db_pages;
-    pe->ready = 0;
+    /* Published, hence written whole: a process crash cannot take it back, as stock
+    ** WAL readers see a NORMAL commit before any sync. */
+    pe->ready = (flags & MW_REC_F_ACK_WRITTEN) != 0;
     pe->end = end;
     pe->foreign = 1;
-    /* Not for make_visible's durable shortcut (another process's record is ready only
-    ** once durable here, advance_locked); a turn holder's snapshot may include it
-    ** (db.c: its pages are in the store), and waits for it to be durable. */
+    /* Not for make_visible's durable shortcut (another process's record is ready as
+    ** its flags say, advance_locked); a turn holder's snapshot may include it (db.c:
+    ** its pages are in the store), and waits for it to be ready. */
     __atomic_store_n(&pe->installed, 0, __ATOMIC_RELEASE);
   }
   mw_mutex_unlock(&db->mu);
@@ -678,6 +681,19 @@ static int lead_sync(mw_db *db, uint64_t end) {
   return rc;
 }
 
+int mw_mp_wait_foreign(mw_db *db, uint64_t epoch, uint64_t start) {
+  int waits = 0;
+  mw_mutex_lock(&db->mu);
+  for (uint64_t e = db->visible + 1; e < epoch && !waits; e++) {
+    const mw_pending *pe = &db->ring[e % MW_RING];
+    waits = pe->epoch == e && pe->foreign && !pe->ready;
+  }
+  mw_mutex_unlock(&db->mu);
+  /* Every record before `start` is written (published before this one): one sync
+  ** covers them. */
+  return waits ? mw_mp_wait_durable(db, start) : SQLITE_OK;
+}
+
 int mw_mp_wait_durable(mw_db *db, uint64_t end) {
   mw_mp *m = db->mp;
   shm_hdr *h = m->hdr;
@@ -855,10 +871,34 @@ void mw_mp_floor(mw_db *db, uint64_t oldest) {
   if (oldest > __atomic_load_n(f, __ATOMIC_RELAXED)) __atomic_store_n(f, oldest, __ATOMIC_RELEASE);
 }
 
+/* Records acknowledged once written (synchronous=NORMAL or OFF), of any process, are
+** synced at a tick of any live process: the log up to the committed end read at this
+** process's tick before (compact.h, MW_UNSYNCED_MAX_MS), unless a sync covered it
+** already (FULL commits sync as they go). Only while this process is on the file at the
+** log's name: a switch syncs the records it copies into its new file. */
+static void sync_published(mw_db *db) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  uint64_t g = __atomic_load_n(&h->log_gen, __ATOMIC_SEQ_CST);
+  uint64_t due = db->unsynced_mark;
+  db->unsynced_mark = __atomic_load_n(&h->committed_end, __ATOMIC_SEQ_CST);
+  if (due == 0 || __atomic_load_n(&h->durable_end, __ATOMIC_SEQ_CST) >= due) return;
+  /* The records before `due` are in this process's file and applied here (the tick
+  ** refreshed first): the sync of this file covers them. */
+  if ((g & 1) || g != __atomic_load_n(&m->gen, __ATOMIC_SEQ_CST) ||
+      g != __atomic_load_n(&h->log_gen, __ATOMIC_SEQ_CST) || due > mw_log_end(db->log))
+    return;
+  if (mw_mp_wait_durable(db, due) != SQLITE_OK) return; /* the log's error: commits report it */
+  mw_mutex_lock(&db->mu);
+  mw_mp_mark_locked(db, 0);
+  mw_mutex_unlock(&db->mu);
+}
+
 void mw_mp_tick(mw_db *db) {
   if (!__atomic_load_n(&db->mp->joined, __ATOMIC_ACQUIRE)) return; /* as mw_mp_floor */
   mw_pause_point("mp_tick"); /* test_mp spare_reader: a process that follows no switch */
   mw_mp_refresh(db);
+  sync_published(db);
   /* The database file holds the state at the shared compacted epoch: garbage
   ** collection may drop what it holds. It is never above this process's floor (a
   ** compaction's target is not), hence never above what this process applied. */
@@ -1252,6 +1292,10 @@ void mw_mp_commit_end(mw_db *db, int rc, uint64_t epoch, uint64_t end) {
 }
 void mw_mp_durable(mw_db *db, uint64_t end) { (void)db; (void)end; }
 int mw_mp_wait_durable(mw_db *db, uint64_t end) { (void)db; (void)end; return SQLITE_MISUSE; }
+int mw_mp_wait_foreign(mw_db *db, uint64_t epoch, uint64_t start) {
+  (void)db; (void)epoch; (void)start;
+  return SQLITE_MISUSE;
+}
 void mw_mp_mark_locked(mw_db *db, uint64_t before) { (void)db; (void)before; }
 int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) { (void)db; *pLimit = 0; return SQLITE_BUSY; }
 int mw_mp_compact_log(mw_db *db, uint64_t base) { (void)db; (void)base; return SQLITE_MISUSE; }

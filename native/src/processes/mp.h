@@ -37,6 +37,11 @@ void mw_mp_durable(mw_db *db, uint64_t end);
 /* A published record of this process durable: the processes sync for each other (one
 ** leads, the others wait for the shared durable end, bounded); mp.c "group sync". */
 int mw_mp_wait_durable(mw_db *db, uint64_t end);
+/* A commit acknowledged once written (synchronous=NORMAL/OFF), published, its record
+** starting at `start`: when another process's record before it waits for its sync
+** (FULL), waits for that sync too, since this one becomes visible after it, as a
+** stock writer waits for the lock that a FULL writer holds through its sync. */
+int mw_mp_wait_foreign(mw_db *db, uint64_t epoch, uint64_t start);
 void mw_mp_mark_locked(mw_db *db, uint64_t before);
 void mw_mp_refresh(mw_db *db);
 /* The store's loader for the lazy versions of other processes' records (ctx: the
