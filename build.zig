@@ -72,6 +72,7 @@ const engine_dirs = [_][]const u8{
     "native/src/growth",
     "native/src/rebase",
     "native/src/processes",
+    "native/src/replica",
     "native/src/compact",
     "native/src/vfs",
 };

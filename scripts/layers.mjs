@@ -30,6 +30,7 @@ const RANKS = [
   ["growth/", 4],
   ["processes/", 4],
   ["rebase/", 5],              // uses growth's mw_snap_page
+  ["replica/", 5],             // the replica stream: reads the log, the file
   ["compact/", 6],
   ["core/", 7],                // db.c, commit.c, turn.c: drive everything below
   ["vfs/", 8],

@@ -36,6 +36,8 @@ typedef struct mw_opts {
   uint64_t log_max_bytes;      /* mw_log_max_mb */
   int mp;                      /* mw_mp: many processes on one database (mp.c) */
   int rebase;                  /* mw_rebase: merge table leaves on a conflict (rebase.c) */
+  const char *ltx_dir;         /* mw_ltx_dir: the replica stream's directory (stream.c);
+                                  the open's URI holds it, 0: none */
 } mw_opts;
 
 /* ---------------------------------------------------------------- store */
@@ -94,6 +96,7 @@ typedef struct mw_lane mw_lane;
 
 typedef struct mw_db mw_db;
 typedef struct mw_mp mw_mp;
+typedef struct mw_stream mw_stream; /* replica/stream.h */
 
 typedef struct mw_pending {
   uint64_t epoch;
@@ -168,6 +171,7 @@ struct mw_db {
   mw_log *log;
   uint64_t log_bytes;          /* last known log size */
   mw_mp *mp;                   /* multi-process mode (mw_mp=1), else NULL (mp.c) */
+  mw_stream *stream;           /* the replica stream (mw_ltx_dir=), else NULL */
 };
 
 /* The hot-spot turn (core/turn.c): a lane that lost MW_TURN_AFTER commits in a row

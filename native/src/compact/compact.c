@@ -35,6 +35,7 @@
 #include "durability/log.h"
 #include "platform/crash.h"
 #include "processes/mp.h"
+#include "replica/stream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,21 @@ int mw_compact_now(mw_db *db, int how) {
 }
 
 static int compact_now(mw_db *db, int how, uint64_t limit) {
+  if (db->stream) {
+    /* The file may not pass what the replica holds (the log keeps the rest for it). At
+    ** the last close and a reformat everything is made durable and written first. */
+    if (how != MW_COMPACT_TICK) {
+      mw_mutex_lock(&db->mu);
+      uint64_t all = db->visible_end;
+      mw_mutex_unlock(&db->mu);
+      int src = mw_log_wait_durable(db->log, all);
+      if (src != SQLITE_OK) return src;
+    }
+    int src = mw_stream_emit(db);
+    if (src != SQLITE_OK && how != MW_COMPACT_TICK) return src;
+    uint64_t emitted = mw_stream_emitted(db);
+    if (emitted < limit) limit = emitted;
+  }
   mw_mutex_lock(&db->mu);
   int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
@@ -243,6 +259,9 @@ static uint64_t compactor_step(void *arg) {
   ** when this process is idle: its floor must advance, or nobody could compact. */
   if (db->mp) mw_mp_tick(db); /* with the sync of every process's unsynced records */
   else sync_unsynced(db);
+  /* The replica stream: what became durable since the last step. A failure is retried
+  ** at the next one (compaction waits for it: the log keeps what it has not written). */
+  if (db->stream) (void)mw_stream_emit(db);
   mw_mutex_lock(&db->mu);
   uint64_t now = mw_now_ns();
   int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;

@@ -21,6 +21,7 @@
 #include "platform/crash.h"
 #include "processes/guard.h"
 #include "processes/mp.h"
+#include "replica/stream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,7 @@ static void db_free(mw_db *db) {
   ** other process alive takes the file's lock at once. */
   mw_guard_free(db->data); /* drops the lock */
   mw_mp_free(db); /* leaves the process table, drops the join lock */
+  mw_stream_free(db);
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
   mw_cond_destroy(&db->turn_cv);
@@ -324,7 +326,7 @@ static int db_read_header(mw_db *db, int have_log, char **pzErr) {
 }
 
 /* Step 5: opens the log and replays it into the store; epochs continue after it. */
-static int db_open_log(mw_db *db, char **pzErr) {
+static int db_open_log(mw_db *db, uint64_t txid, char **pzErr) {
   const mw_opts *o = &db->opts;
   mw_log_options lo;
   memset(&lo, 0, sizeof(lo));
@@ -333,6 +335,7 @@ static int db_open_log(mw_db *db, char **pzErr) {
   lo.full_fsync = o->fullfsync;
   lo.prealloc_step = o->small ? ((uint64_t)1 << 20) : 0;
   lo.room_max = o->log_max_bytes; /* a compaction's cycle (mw_mp=1) */
+  lo.stream_txid = txid;           /* a new log's header: the replica stream's TXID */
   if (db->mp) mw_mp_log_options(db, &lo);
   uint64_t base = 0, last = 0;
   char *lerr = 0;
@@ -348,6 +351,18 @@ static int db_open_log(mw_db *db, char **pzErr) {
   db->assigned = db->visible = db->oldest = last;
   db->log_bytes = mw_log_size(db->log);
   return SQLITE_OK;
+}
+
+/* Step 4b (mw_ltx_dir=): the replica stream: before the log, where its TXIDs stand for a
+** database with no log to replay (*pTxid, for the new log's header)... */
+static int db_open_stream(mw_db *db, int have_log, uint64_t *pTxid, char **pzErr) {
+  *pTxid = 0;
+  return db->opts.ltx_dir ? mw_stream_open(db, db->opts.ltx_dir, have_log, pTxid, pzErr) : SQLITE_OK;
+}
+
+/* ...step 5b: after it, the TXIDs of a replayed log, the replica caught up with it. */
+static int db_start_stream(mw_db *db, char **pzErr) {
+  return db->stream ? mw_stream_start(db, pzErr) : SQLITE_OK;
 }
 
 /* Step 6: from the first commit on, the log may hold what the file does not: the mark
@@ -389,8 +404,12 @@ static int db_open(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   if (rc != SQLITE_OK) return rc;
   rc = db_take_file(db, &joiner, pzErr);
   if (rc == SQLITE_OK) rc = db_prepare_file(db, joiner, readonly, &have_log, &marked, pzErr);
+  uint64_t txid = 0;
   if (rc == SQLITE_OK) rc = db_read_header(db, have_log, pzErr);
-  if (rc == SQLITE_OK) rc = db_open_log(db, pzErr);
+  if (rc == SQLITE_OK) rc = db_open_stream(db, have_log, &txid, pzErr);
+  if (rc == SQLITE_OK) rc = db_open_log(db, txid, pzErr);
+  if (rc == SQLITE_OK) rc = db_start_stream(db, pzErr);
+  db->opts.ltx_dir = 0; /* the open's URI: not kept (the stream has its own copy) */
   if (rc == SQLITE_OK) rc = db_set_mark(db, marked);
   if (rc == SQLITE_OK) rc = db_start_compactor(db, pzErr);
   if (rc == SQLITE_OK && db->mp) rc = db_join(db, pzErr);
@@ -438,6 +457,14 @@ int mw_db_acquire(sqlite3_vfs *root, const char *zPath, const mw_opts *o, int re
     db = 0;
     rc = SQLITE_CANTOPEN;
   }
+  if (db && (!o->ltx_dir != !db->stream || (o->ltx_dir && !mw_stream_same_dir(db, o->ltx_dir)))) {
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: %s is open in this process %s: every connection "
+                               "must name the same mw_ltx_dir (or none)", zPath,
+                               db->stream ? "with a replica stream" : "without a replica stream");
+    db = 0;
+    rc = SQLITE_CANTOPEN;
+  }
   if (db == 0 && rc == SQLITE_OK) {
     rc = db_open(root, zPath, &id, o, readonly, &db, pzErr);
     if (rc == SQLITE_OK) {
@@ -474,6 +501,11 @@ static int finish(mw_db *db, int alone, int rc, int keep_log) {
     clean = rc == SQLITE_OK;
     if (clean) mw_crash_point("close_after_unmark");
   }
+  /* The replica's state file: the file as the stream's last TXID left it. Without it
+  ** the next open writes the file to the replica whole (nothing is lost). */
+  if (clean && db->stream && mw_stream_closed(db) != SQLITE_OK)
+    sqlite3_log(SQLITE_WARNING, "multiwriter: the replica stream of %s could not record the "
+                "closed file's state: the next open writes the file whole", db->path);
   int rc2 = keep_log ? mw_log_shut(db->log, clean) : mw_log_close(db->log, clean);
   if (rc == SQLITE_OK) rc = rc2;
   /* SQLite does not pass a close's error on: say it here (a full disk: the file could

@@ -106,7 +106,7 @@ static void set_msg(char **pzErr, const char *fmt, const char *path, int rc) {
 }
 
 void mw_log_build_header(unsigned char *h, int page_size, uint64_t base, uint64_t salt,
-                         uint32_t features) {
+                         uint32_t features, uint64_t txid) {
   memset(h, 0, MW_LOG_HDR_SIZE);
   memcpy(h + MW_LOG_HDR_MAGIC, MW_LOG_MAGIC, 8);
   put32(h + MW_LOG_HDR_VERSION, MW_LOG_VERSION);
@@ -115,6 +115,7 @@ void mw_log_build_header(unsigned char *h, int page_size, uint64_t base, uint64_
   put32(h + MW_LOG_HDR_FEATURES, features);
   put64(h + MW_LOG_HDR_BASE, base);
   put64(h + MW_LOG_HDR_SALT, salt);
+  put64(h + MW_LOG_HDR_TXID, txid);
   put64(h + MW_LOG_HDR_CKSUM, mw_log_checksum(0, h, MW_LOG_HDR_CKSUM));
 }
 
@@ -162,7 +163,7 @@ int mw_log_write_fresh(mw_log *log) {
   unsigned char h[MW_LOG_HDR_SIZE];
   log->features = MW_LOG_FEATURES;
   log->version = MW_LOG_VERSION;
-  mw_log_build_header(h, log->page_size, log->base, log->salt, log->features);
+  mw_log_build_header(h, log->page_size, log->base, log->salt, log->features, log->stream_txid);
   int rc = mw_file_truncate(log->fd, 0, 0);
   if (rc == SQLITE_OK) rc = mw_file_pwrite(log->fd, h, sizeof(h), 0, 0);
   if (rc == SQLITE_OK) rc = mw_file_sync(log->fd, 0);
@@ -474,6 +475,7 @@ static int log_read_header(mw_log *log, int existed, int follow, uint64_t size, 
     log->salt = get64(h + MW_LOG_HDR_SALT);
     log->features = get32(h + MW_LOG_HDR_FEATURES);
     log->version = version;
+    log->stream_txid = version >= 2 ? get64(h + MW_LOG_HDR_TXID) : 0;
   }
   return rc;
 }
@@ -503,6 +505,7 @@ static int log_recover(mw_log *log, const mw_log_options *opts, int follow, int 
   } else if (fresh) {
     log->base = 1;
     log->salt = new_salt(log);
+    log->stream_txid = opts->stream_txid;
     rc = mw_log_write_fresh(log);
   } else {
     log->last_epoch = log->base;
@@ -588,6 +591,65 @@ static uint64_t read_locked(mw_log *log, const uint64_t *field) {
 }
 
 uint64_t mw_log_base(mw_log *log) { return read_locked(log, &log->base); }
+uint64_t mw_log_stream_txid(mw_log *log) { return read_locked(log, &log->stream_txid); }
+
+void mw_log_set_stream_txid(mw_log *log, uint64_t txid) {
+  mw_mutex_lock(&log->mu);
+  log->stream_txid = txid;
+  mw_mutex_unlock(&log->mu);
+}
+
+uint64_t mw_log_txid_at(const mw_log *log, uint64_t base) {
+  return log->stream_txid ? log->stream_txid + (base - log->base) : 0;
+}
+
+/* ---- reading committed records (the replica stream) -------------------------------- */
+
+int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_replay_fn fn,
+                        void *ctx, uint64_t *pLast) {
+  *pLast = after;
+  /* No switch meanwhile (one compaction at a time holds cmp_mu): the descriptor, the
+  ** shift and the offsets stay as read here. */
+  mw_mutex_lock(&log->cmp_mu);
+  mw_mutex_lock(&log->mu);
+  int rc = log->error;
+  uint64_t durable = log->sync_mode ? log->synced_end : log->written_end;
+  uint64_t shift = log->shift, off = 0;
+  mw_fd fd = log->fd;
+  if (rc == SQLITE_OK && after < log->base) rc = SQLITE_NOTFOUND; /* compacted already */
+  if (rc == SQLITE_OK) {
+    /* The entries are in epoch order, one per epoch after the base. */
+    size_t lo = 0, hi = log->nidx;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (log->idx[mid].epoch <= after) lo = mid + 1; else hi = mid;
+    }
+    if (lo < log->nidx && log->idx[lo].epoch == after + 1) off = log->idx[lo].off;
+    else durable = 0; /* nothing after it yet */
+  }
+  mw_mutex_unlock(&log->mu);
+  rec_reader r = { 0 };
+  uint64_t expect = after + 1, bytes = 0;
+  while (rc == SQLITE_OK && off != 0 && off < durable && bytes < max_bytes) {
+    unsigned char h[MW_REC_HDR_SIZE];
+    uint64_t len = 0;
+    rc = read_record(log, fd, &r, off - shift, durable - off, expect, h, &len);
+    /* A record in the durable prefix that does not check out: the log is damaged. */
+    if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT;
+    if (rc != SQLITE_OK) break;
+    rc = fn(ctx, expect, get32(h + MW_REC_DBPAGES), (int)get32(h + MW_REC_NPAGES), r.pgnos,
+            r.imgs);
+    if (rc != SQLITE_OK) break;
+    *pLast = expect;
+    off += len;
+    bytes += len;
+    expect++;
+  }
+  if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
+  mw_log_rec_reader_free(&r);
+  mw_mutex_unlock(&log->cmp_mu);
+  return rc;
+}
 uint64_t mw_log_end(mw_log *log) { return read_locked(log, &log->assigned_end); }
 uint64_t mw_log_shift(mw_log *log) { return read_locked(log, &log->shift); }
 uint64_t mw_log_room_inline(mw_log *log) { return read_locked(log, &log->room_inline); }

@@ -60,6 +60,8 @@ typedef struct mw_log_options {
   uint64_t room_max;
   uint64_t follow_end;
   uint64_t shift;
+  /* A new log's header: the replica stream's TXID of its base epoch (0: no stream). */
+  uint64_t stream_txid;
 } mw_log_options;
 
 /* Called by recovery for every valid record, in epoch order. pgnos[i] is the page
@@ -170,6 +172,21 @@ int mw_log_compacted_hook(mw_log *log, uint64_t base, mw_log_enter_hook enter,
 int mw_log_reopen_shared(mw_log *log, uint64_t shift);
 /* The base epoch of the file in use (the database file holds the state at it). */
 uint64_t mw_log_base(mw_log *log);
+
+/* The replica stream (replica/stream.c): its TXID of the base epoch, kept in the log's
+** header (0: no stream), as recovered or as the options gave a new log; set changes it
+** for every header written from then on (the next switch's). Epoch e > base has TXID
+** stream_txid + (e - base). */
+uint64_t mw_log_stream_txid(mw_log *log);
+void mw_log_set_stream_txid(mw_log *log, uint64_t txid);
+/* Reads, in epoch order, the records after epoch `after` that lie in the durable prefix
+** (synced; nothing a crash could take back), with their images, until about max_bytes
+** of records were read; fn as for recovery. *pLast: the last epoch passed to fn
+** (`after` when none). SQLITE_NOTFOUND when `after` is below the base (compacted away);
+** SQLITE_CORRUPT when a durable record does not check out. Not while a compaction
+** switches the file (it waits for one). */
+int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_replay_fn fn,
+                        void *ctx, uint64_t *pLast);
 
 /* A record of another process (mw_log_follow): its flags (MW_REC_F_*), its page
 ** numbers and, for each, the logical offset of its image in the log

@@ -40,7 +40,10 @@
 #define MW_LOG_HDR_FEATURES 20              /* u32 */
 #define MW_LOG_HDR_BASE 24                  /* u64 base epoch */
 #define MW_LOG_HDR_SALT 32                  /* u64 */
-/* bytes 40..55 are zero (reserved) */
+#define MW_LOG_HDR_TXID 40                  /* u64: the replica stream's TXID of the base
+                                            ** epoch (replica/stream.c), 0: no stream
+                                            ** (version 2; zero in version 1) */
+/* bytes 48..55 are zero (reserved) */
 #define MW_LOG_HDR_CKSUM 56                 /* u64 = mw_log_checksum(0, bytes 0..55) */
 
 /* A record: MW_REC_HDR_SIZE bytes, then npages * (4 + page_size) bytes of body: the

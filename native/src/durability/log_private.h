@@ -57,6 +57,7 @@ struct mw_log {
   uint64_t salt;
   uint32_t features;  /* the header's feature bits: the layout of every record here */
   uint32_t version;   /* the header's format version: records carry flags from 2 on */
+  uint64_t stream_txid; /* the replica stream's TXID of the base epoch (0: none) */
 
   mw_mutex cmp_mu; /* one compaction (or close) at a time */
   mw_mutex mu;     /* everything below */
@@ -143,7 +144,10 @@ static inline void set_error(mw_log *log, int rc) {
 
 /* log.c: the header of a log (docs/format.md) into h. */
 void mw_log_build_header(unsigned char *h, int page_size, uint64_t base, uint64_t salt,
-                         uint32_t features);
+                         uint32_t features, uint64_t txid);
+/* log.c: the stream TXID of epoch `base` (for a new file's header; 0: no stream); mu
+** held. */
+uint64_t mw_log_txid_at(const mw_log *log, uint64_t base);
 /* log.c: writes a fresh header (log->base, log->salt, log->page_size, and every
 ** feature of this version) over an empty or record-less file and makes it durable. */
 int mw_log_write_fresh(mw_log *log);

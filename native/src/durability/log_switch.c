@@ -95,6 +95,7 @@ static int adopt_new_file_locked(mw_log *log, mw_fd tfd, uint64_t base, size_t k
                                  uint64_t new_shift, uint64_t alloc_end, uint64_t w2, int drc) {
   log->fd = tfd;
   log->shift = new_shift;
+  log->stream_txid = mw_log_txid_at(log, base);
   log->base = base;
   log->version = MW_LOG_VERSION; /* the new file's header: this build's version */
   log->alloc_end = alloc_end;
@@ -249,7 +250,9 @@ static int switch_log(mw_log *log, uint64_t base, mw_log_enter_hook enter, mw_lo
   if (rc == SQLITE_OK) rc = open_next_file(log, reuse, &tfd, &room);
   if (rc == SQLITE_OK) {
     unsigned char h[MW_LOG_HDR_SIZE];
-    mw_log_build_header(h, log->page_size, base, log->salt, log->features); /* records copied as they are */
+    /* Records copied as they are; the stream's TXIDs go on from the new base. */
+    mw_log_build_header(h, log->page_size, base, log->salt, log->features,
+                        mw_log_txid_at(log, base));
     rc = mw_file_pwrite(tfd, h, sizeof(h), 0, 0);
   }
   if (rc == SQLITE_OK) rc = copy_range(old_fd, old_shift, tfd, MW_LOG_HDR_SIZE, cut, w1, buf);
@@ -340,6 +343,8 @@ static int restart_log(mw_log *log, int page_size, uint64_t base, int drop_recor
     int old_ps = log->page_size;
     uint64_t old_base = log->base;
     if (page_size) log->page_size = page_size;
+    uint64_t old_txid = log->stream_txid;
+    log->stream_txid = mw_log_txid_at(log, base);
     log->base = base;
     rc = mw_log_write_fresh(log);
     if (rc != SQLITE_OK) {
@@ -347,6 +352,7 @@ static int restart_log(mw_log *log, int page_size, uint64_t base, int drop_recor
       ** but this handle no longer knows its own state. */
       log->page_size = old_ps;
       log->base = old_base;
+      log->stream_txid = old_txid;
       set_error(log, rc);
     } else {
       /* The spare holds records before base (or of the old page size): not worth keeping. */

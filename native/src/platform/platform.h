@@ -127,6 +127,14 @@ int mw_file_rename(const char *from, const char *to, int *pErrno);
 /* Gives an existing file a second name (a hard link; `to` must not exist); an error where
 ** the OS or the file system has none. */
 int mw_file_link(const char *from, const char *to, int *pErrno);
+/* Creates a directory; SQLITE_OK when it exists already (as a directory). */
+int mw_dir_make(const char *path, int *pErrno);
+/* Calls fn(ctx, name) for every entry of a directory (not "." nor ".."), in no order,
+** until fn returns non-zero (returned then). SQLITE_OK for a directory that does not
+** exist: it has no entries. */
+int mw_dir_list(const char *path, int (*fn)(void *ctx, const char *name), void *ctx, int *pErrno);
+/* Sets a file's access and modification times to ms milliseconds since the Unix epoch. */
+int mw_file_set_mtime(mw_fd fd, int64_t ms, int *pErrno);
 
 /* What a file is, whatever its name: device and inode on POSIX, volume serial number
 ** and file index on Windows. Two names (hard links, a rename) of one file give the

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -253,6 +254,41 @@ int mw_dir_sync(const char *path, int *pErrno) {
   if (fsync(fd) != 0 && errno != EINVAL) rc = fail(SQLITE_IOERR_DIR_FSYNC, pErrno);
   close(fd);
   return rc;
+}
+
+int mw_dir_make(const char *path, int *pErrno) {
+  if (mkdir(path, 0755) == 0) return SQLITE_OK;
+  struct stat st;
+  if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return SQLITE_OK;
+  return fail(SQLITE_CANTOPEN, pErrno);
+}
+
+int mw_dir_list(const char *path, int (*fn)(void *ctx, const char *name), void *ctx, int *pErrno) {
+  DIR *d = opendir(path);
+  if (d == 0) return errno == ENOENT ? SQLITE_OK : fail(SQLITE_IOERR_READ, pErrno);
+  int rc = SQLITE_OK;
+  for (;;) {
+    errno = 0;
+    struct dirent *e = readdir(d);
+    if (e == 0) {
+      if (errno != 0) rc = fail(SQLITE_IOERR_READ, pErrno);
+      break;
+    }
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    rc = fn(ctx, e->d_name);
+    if (rc != 0) break;
+  }
+  closedir(d);
+  return rc;
+}
+
+int mw_file_set_mtime(mw_fd fd, int64_t ms, int *pErrno) {
+  struct timespec ts[2];
+  ts[0].tv_sec = (time_t)(ms / 1000);
+  ts[0].tv_nsec = (long)(ms % 1000) * 1000000L;
+  ts[1] = ts[0];
+  if (futimens(fd, ts) != 0) return fail(SQLITE_IOERR, pErrno);
+  return SQLITE_OK;
 }
 
 int mw_file_delete(const char *path, int *pErrno) {

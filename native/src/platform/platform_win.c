@@ -357,6 +357,59 @@ static BOOL rename_over_open(const wchar_t *wf, const wchar_t *wt) {
   return ok;
 }
 
+int mw_dir_make(const char *path, int *pErrno) {
+  wchar_t *w = utf8_to_wide(path);
+  if (!w) return fail(SQLITE_CANTOPEN, pErrno);
+  int rc = SQLITE_OK;
+  if (!CreateDirectoryW(w, 0)) {
+    DWORD err = GetLastError();
+    DWORD attr = GetFileAttributesW(w);
+    if (!(err == ERROR_ALREADY_EXISTS && attr != INVALID_FILE_ATTRIBUTES &&
+          (attr & FILE_ATTRIBUTE_DIRECTORY)))
+      rc = fail(SQLITE_CANTOPEN, pErrno);
+  }
+  free(w);
+  return rc;
+}
+
+int mw_dir_list(const char *path, int (*fn)(void *ctx, const char *name), void *ctx, int *pErrno) {
+  size_t n = strlen(path);
+  char *pat = malloc(n + 3);
+  if (!pat) return SQLITE_NOMEM;
+  memcpy(pat, path, n);
+  memcpy(pat + n, "\\*", 3);
+  wchar_t *w = utf8_to_wide(pat);
+  free(pat);
+  if (!w) return SQLITE_NOMEM;
+  WIN32_FIND_DATAW fd;
+  HANDLE h = FindFirstFileW(w, &fd);
+  free(w);
+  if (h == INVALID_HANDLE_VALUE) {
+    DWORD err = GetLastError();
+    return err == ERROR_FILE_NOT_FOUND || err == ERROR_PATH_NOT_FOUND ? SQLITE_OK
+                                                                      : fail(SQLITE_IOERR_READ, pErrno);
+  }
+  int rc = SQLITE_OK;
+  do {
+    char name[MAX_PATH * 4];
+    int len = WideCharToMultiByte(CP_UTF8, 0, fd.cFileName, -1, name, (int)sizeof(name), 0, 0);
+    if (len <= 0 || !strcmp(name, ".") || !strcmp(name, "..")) continue;
+    rc = fn(ctx, name);
+  } while (rc == 0 && FindNextFileW(h, &fd));
+  FindClose(h);
+  return rc;
+}
+
+int mw_file_set_mtime(mw_fd fd, int64_t ms, int *pErrno) {
+  /* FILETIME: 100 ns units since 1601-01-01. */
+  uint64_t t = (uint64_t)(ms + 11644473600000LL) * 10000u;
+  FILETIME ft;
+  ft.dwLowDateTime = (DWORD)t;
+  ft.dwHighDateTime = (DWORD)(t >> 32);
+  if (!SetFileTime(fd, 0, &ft, &ft)) return fail(SQLITE_IOERR, pErrno);
+  return SQLITE_OK;
+}
+
 int mw_file_rename(const char *from, const char *to, int *pErrno) {
   wchar_t *wf = utf8_to_wide(from);
   wchar_t *wt = wf ? utf8_to_wide(to) : 0;

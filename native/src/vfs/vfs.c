@@ -85,6 +85,9 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
     } else if (!strcmp(key, "mw_rebase")) {
       if (!parse_bool(v, &b)) goto bad_value;
       o->rebase = b;
+    } else if (!strcmp(key, "mw_ltx_dir")) {
+      if (v == 0 || v[0] == 0) goto bad_value;
+      o->ltx_dir = v;
     } else {
       *pzErr = sqlite3_mprintf("multiwriter: unknown URI parameter '%s'", key);
       return SQLITE_ERROR;
@@ -96,6 +99,11 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
     return SQLITE_ERROR;
   }
   if (o->small && o->log_max_bytes > ((uint64_t)8 << 20)) o->log_max_bytes = (uint64_t)8 << 20;
+  if (o->ltx_dir && o->mp) {
+    *pzErr = sqlite3_mprintf("multiwriter: mw_ltx_dir (the replica stream) does not work with "
+                             "mw_mp=1 yet: stream from one process (threads or Workers)");
+    return SQLITE_ERROR;
+  }
   return SQLITE_OK;
 }
 

@@ -1,0 +1,492 @@
+/*
+** stream.c: the replica stream of a database (mw_ltx_dir=, docs/replication.md). Every
+** commit gets a TXID, dense from 1 over the whole life of the database: epoch e of the
+** log whose base epoch has TXID T0 (the log's header keeps T0 across crashes and
+** switches) is TXID T0 + (e - base). Behind the log, on the compactor's thread, the
+** records of the durable prefix (nothing a crash could take back, whatever PRAGMA
+** synchronous acknowledged) are read back from the log and written as level-0 LTX
+** files, each a run of commits with the last image of every page they wrote; a
+** compaction never passes the last epoch emitted, so the log still holds every record
+** the stream has not written. Between lives the epochs start again: the replica's
+** highest TXID and a state file written at the last close (the file's checksum at that
+** TXID) say whether the file is still the state the replica ends with; if not (another
+** program wrote it, or no state was left), the file itself is written as the next
+** TXID, whole, and at level 9 as a snapshot.
+**
+** Owns: the mapping from epochs to TXIDs, the emission, the replica's state file.
+** Never touches: SQLite, lanes, the store; the log only through its reads.
+*/
+#include "engine.h"
+#include "core/datafile.h"
+#include "durability/log.h"
+#include "replica/ltx.h"
+#include "replica/stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUN_BYTES ((uint64_t)32 << 20) /* records read for one level-0 file, at most */
+#define STATE_NAME "multiwriter-stream"
+
+struct mw_stream {
+  char *dir;                   /* the replica, an absolute or cwd-relative path */
+  int page_size;
+  uint64_t replica_max;        /* the replica's highest TXID at open */
+  mw_mutex mu;                 /* one emission at a time; the fields below */
+  uint64_t epoch0, txid0;      /* epoch0's state is TXID txid0 (set once at start) */
+  uint64_t emitted;            /* the last epoch in the replica */
+  uint32_t pages;              /* the database's size at `emitted` */
+  int warned;                  /* a failed emission was logged (until one succeeds) */
+  int have_log;                /* the open replays a log (TXIDs from its header) */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static int64_t wall_ms(void) {
+  sqlite3_vfs *v = sqlite3_vfs_find(0);
+  sqlite3_int64 t = 0;
+  if (v && v->iVersion >= 2 && v->xCurrentTimeInt64 && v->xCurrentTimeInt64(v, &t) == SQLITE_OK)
+    return (int64_t)(t - 210866760000000LL); /* Julian day ms -> Unix ms */
+  return 0;
+}
+
+static int is_absolute(const char *p) {
+  return p[0] == '/' || p[0] == '\\' || (p[0] && p[1] == ':');
+}
+
+/* dir, taken from the database's folder when relative. */
+static char *resolve(const char *db_path, const char *dir) {
+  if (is_absolute(dir)) return sqlite3_mprintf("%s", dir);
+  const char *slash = strrchr(db_path, '/');
+  const char *bslash = strrchr(db_path, '\\');
+  if (bslash && (!slash || bslash > slash)) slash = bslash;
+  if (!slash) return sqlite3_mprintf("%s", dir);
+  return sqlite3_mprintf("%.*s/%s", (int)(slash - db_path), db_path, dir);
+}
+
+/* The database's size in pages at its file's state (page 1's size field when valid). */
+static int file_pages(mw_db *db, uint32_t *pPages) {
+  unsigned char h[100];
+  int rc = mw_db_read_file(db, 1, h, 0, 100);
+  if (rc == SQLITE_IOERR_SHORT_READ) {
+    *pPages = 0; /* an empty file */
+    return SQLITE_OK;
+  }
+  if (rc != SQLITE_OK) return rc;
+  uint32_t n = mw_get32(h + 28);
+  if (n == 0 || memcmp(h + 24, h + 92, 4) != 0) {
+    sqlite3_int64 size = 0;
+    rc = db->data->pMethods->xFileSize(db->data, &size);
+    n = (uint32_t)(size / db->page_size);
+  }
+  *pPages = n;
+  return rc;
+}
+
+/* A CRC-64 of the file's pages 1..n as a stock reader sees them (page 1 bytes 18-19 as
+** 2: the engine's mark is not part of the database). */
+static int file_checksum(mw_db *db, uint32_t n, uint64_t *pCrc) {
+  unsigned char *buf = malloc((size_t)db->page_size);
+  if (!buf) return SQLITE_NOMEM;
+  uint64_t crc = 0;
+  int rc = SQLITE_OK;
+  for (uint32_t p = 1; p <= n && rc == SQLITE_OK; p++) {
+    rc = mw_db_read_file(db, p, buf, 0, db->page_size);
+    if (rc == SQLITE_IOERR_SHORT_READ) {
+      memset(buf, 0, (size_t)db->page_size);
+      rc = SQLITE_OK;
+    }
+    if (p == 1) buf[18] = buf[19] = 2;
+    crc = mw_ltx_crc64(crc, buf, (size_t)db->page_size);
+  }
+  free(buf);
+  *pCrc = crc;
+  return rc;
+}
+
+/* The file (n pages) as the TXIDs [lo, hi]: a level-0 file for followers, and at level
+** 9 a snapshot "1-hi" for restores (the level-0 file is one itself when lo is 1). */
+static int write_file_as(mw_db *db, mw_stream *s, uint64_t lo, uint64_t hi, uint32_t n) {
+  unsigned char *buf = malloc((size_t)db->page_size);
+  if (!buf) return SQLITE_NOMEM;
+  int64_t ms = wall_ms();
+  uint32_t lock = mw_ltx_lock_page(db->page_size);
+  int rc = SQLITE_OK;
+  for (int pass = 0; pass < (lo == 1 ? 1 : 2) && rc == SQLITE_OK; pass++) {
+    mw_ltx_writer *w = 0;
+    rc = pass == 0 ? mw_ltx_begin(s->dir, MW_LTX_LEVEL_L0, lo, hi, db->page_size, n, ms, &w)
+                   : mw_ltx_begin(s->dir, MW_LTX_LEVEL_SNAPSHOT, 1, hi, db->page_size, n, ms, &w);
+    for (uint32_t p = 1; p <= n && rc == SQLITE_OK; p++) {
+      if (p == lock) continue;
+      rc = mw_db_read_file(db, p, buf, 0, db->page_size);
+      if (rc == SQLITE_IOERR_SHORT_READ) {
+        memset(buf, 0, (size_t)db->page_size);
+        rc = SQLITE_OK;
+      }
+      if (rc == SQLITE_OK) rc = mw_ltx_page(w, p, buf);
+    }
+    if (rc == SQLITE_OK) rc = mw_ltx_publish(w);
+    else mw_ltx_abandon(w);
+  }
+  free(buf);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- the state file */
+
+static char *state_path(const mw_stream *s) { return sqlite3_mprintf("%s/" STATE_NAME, s->dir); }
+
+/* 1 when the replica's state file says that TXID txid is the file of n pages with this
+** checksum. */
+static int state_matches(mw_stream *s, uint64_t txid, uint32_t n, uint64_t crc) {
+  char *p = state_path(s);
+  if (!p) return 0;
+  FILE *f = fopen(p, "r");
+  sqlite3_free(p);
+  if (!f) return 0;
+  unsigned long long t = 0, c = 0;
+  unsigned pages = 0;
+  int ps = 0;
+  int got = fscanf(f, "multiwriter-stream 1 txid %llu page_size %d pages %u crc %llx", &t, &ps,
+                   &pages, &c);
+  fclose(f);
+  return got == 4 && t == txid && ps == s->page_size && pages == n && c == crc;
+}
+
+static int write_state(mw_stream *s, uint64_t txid, uint32_t n, uint64_t crc) {
+  char *p = state_path(s);
+  char *tmp = p ? sqlite3_mprintf("%s.tmp", p) : 0;
+  char *text = sqlite3_mprintf("multiwriter-stream 1 txid %llu page_size %d pages %u crc %016llx\n",
+                               (unsigned long long)txid, s->page_size, n, (unsigned long long)crc);
+  int rc = p && tmp && text ? SQLITE_OK : SQLITE_NOMEM;
+  mw_fd fd = MW_FD_INVALID;
+  if (rc == SQLITE_OK) rc = mw_file_open(tmp, 1, &fd, 0);
+  if (rc == SQLITE_OK) {
+    rc = mw_file_truncate(fd, 0, 0);
+    if (rc == SQLITE_OK) rc = mw_file_pwrite(fd, text, strlen(text), 0, 0);
+    if (rc == SQLITE_OK) rc = mw_file_sync(fd, 0);
+    mw_file_close(fd);
+  }
+  if (rc == SQLITE_OK) rc = mw_file_rename(tmp, p, 0);
+  if (rc == SQLITE_OK) rc = mw_dir_sync(p, 0);
+  sqlite3_free(p);
+  sqlite3_free(tmp);
+  sqlite3_free(text);
+  return rc;
+}
+
+/* The state file goes as soon as the engine has the database: it describes a closed
+** file, and a crash must not leave it to vouch for a file that changed since. */
+static int drop_state(mw_stream *s) {
+  char *p = state_path(s);
+  if (!p) return SQLITE_NOMEM;
+  int rc = mw_file_delete(p, 0);
+  sqlite3_free(p);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static void set_err(char **pzErr, char *msg) {
+  if (pzErr && *pzErr == 0) *pzErr = msg;
+  else sqlite3_free(msg);
+}
+
+int mw_stream_open(mw_db *db, const char *dir, int have_log, uint64_t *pTxid, char **pzErr) {
+  *pTxid = 0;
+  mw_stream *s = calloc(1, sizeof(*s));
+  if (!s) return SQLITE_NOMEM;
+  mw_mutex_init(&s->mu);
+  s->page_size = db->page_size;
+  s->dir = resolve(db->path, dir);
+  db->stream = s;
+  if (!s->dir) return SQLITE_NOMEM;
+  int rc = mw_ltx_scan(s->dir, &s->replica_max);
+  if (rc != SQLITE_OK) {
+    set_err(pzErr, sqlite3_mprintf("multiwriter: cannot read the replica %s (%d)", s->dir, rc));
+    return rc;
+  }
+  s->have_log = have_log;
+  if (have_log) return drop_state(s); /* mw_stream_start: TXIDs from the log's header */
+  uint64_t m = s->replica_max;
+  uint32_t n = 0;
+  rc = file_pages(db, &n);
+  if (rc == SQLITE_OK && n == 0) {
+    if (m > 0) {
+      set_err(pzErr, sqlite3_mprintf("multiwriter: the replica %s holds TXIDs up to %llu but "
+                                     "%s is empty: it is another database's replica (name a "
+                                     "new directory)", s->dir, (unsigned long long)m, db->path));
+      return SQLITE_CANTOPEN;
+    }
+    return drop_state(s); /* an empty database: its first commit is TXID 1 */
+  }
+  uint64_t crc = 0;
+  if (rc == SQLITE_OK && m > 0) rc = file_checksum(db, n, &crc);
+  if (rc != SQLITE_OK) return rc;
+  if (m > 0 && state_matches(s, m, n, crc)) {
+    *pTxid = m; /* the file is the state at the replica's last TXID */
+  } else {
+    /* Changed since (or never streamed): the file is the next TXID, whole. */
+    rc = write_file_as(db, s, m + 1, m + 1, n);
+    if (rc != SQLITE_OK) {
+      set_err(pzErr, sqlite3_mprintf("multiwriter: cannot write to the replica %s (%d)", s->dir, rc));
+      return rc;
+    }
+    *pTxid = m + 1;
+  }
+  return drop_state(s);
+}
+
+/* The database's size after epoch e (a record of the log, or the file at the base). */
+typedef struct size_ctx {
+  uint32_t pages;
+} size_ctx;
+static int size_of(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+                   const uint32_t *pgnos, const unsigned char *images) {
+  (void)epoch; (void)npages; (void)pgnos; (void)images;
+  ((size_ctx *)ctx)->pages = db_pages;
+  return SQLITE_DONE; /* one record is enough */
+}
+
+int mw_stream_start(mw_db *db, char **pzErr) {
+  mw_stream *s = db->stream;
+  uint64_t base = mw_log_base(db->log), last = db->visible;
+  uint64_t t0 = mw_log_stream_txid(db->log), m = s->replica_max;
+  uint32_t at_base = 0;
+  int rc = file_pages(db, &at_base);
+  if (rc != SQLITE_OK) return rc;
+  s->epoch0 = base;
+  s->emitted = base;
+  s->pages = at_base;
+  if (!s->have_log) {
+    /* A new log: mw_stream_open gave its header the TXID of the file's state. */
+  } else if (t0 == 0 && at_base == 0 && m > 0) {
+    set_err(pzErr, sqlite3_mprintf("multiwriter: the replica %s holds TXIDs up to %llu but "
+                                   "%s was empty: it is another database's replica (name a "
+                                   "new directory)", s->dir, (unsigned long long)m, db->path));
+    return SQLITE_CANTOPEN;
+  } else if (t0 == 0 && at_base > 0) {
+    /* A log of a life without the stream: the file (the state at the base) is the next
+    ** TXID, whole. */
+    rc = write_file_as(db, s, m + 1, m + 1, at_base);
+    t0 = m + 1;
+  } else if (t0 > m && at_base > 0) {
+    /* The replica lacks TXIDs up to the base (removed, or written elsewhere): the
+    ** file stands for all of them. */
+    rc = write_file_as(db, s, m + 1, t0, at_base);
+  } else if (m > t0) {
+    /* Part of this log is in the replica already (a crash after emitting it). */
+    uint64_t done = base + (m - t0);
+    if (done > last) {
+      set_err(pzErr, sqlite3_mprintf("multiwriter: the replica %s holds TXIDs up to %llu, past "
+                                     "the last commit of %s (%llu): it is another database's "
+                                     "replica or a copy's (name a new directory)", s->dir,
+                                     (unsigned long long)m, db->path,
+                                     (unsigned long long)(t0 + (last - base))));
+      return SQLITE_CANTOPEN;
+    }
+    size_ctx sz = { at_base };
+    uint64_t got = 0;
+    rc = mw_log_read_durable(db->log, done - 1, 1, size_of, &sz, &got);
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    s->emitted = done;
+    s->pages = sz.pages;
+  }
+  if (rc != SQLITE_OK) {
+    set_err(pzErr, sqlite3_mprintf("multiwriter: cannot write to the replica %s (%d)", s->dir, rc));
+    return rc;
+  }
+  s->txid0 = t0;
+  mw_log_set_stream_txid(db->log, t0);
+  return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------- emission */
+
+/* The pages of a run of records: the last image of each (open addressing by page). */
+typedef struct run {
+  int page_size;
+  uint32_t *pgno;              /* slot -> page, 0: free */
+  uint32_t *order;             /* the used slots */
+  unsigned char *img;          /* slot * page_size */
+  uint32_t cap, count;
+  uint32_t pages;              /* the database's size after the last record */
+  int rc;
+} run;
+
+static int run_grow(run *r) {
+  uint32_t cap = r->cap ? r->cap * 2 : 1024;
+  uint32_t *pg = calloc(cap, sizeof(*pg));
+  uint32_t *ord = malloc(cap * sizeof(*ord));
+  unsigned char *img = malloc((size_t)cap * (size_t)r->page_size);
+  if (!pg || !ord || !img) {
+    free(pg); free(ord); free(img);
+    return SQLITE_NOMEM;
+  }
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->count; i++) {
+    uint32_t from = r->order[i], p = r->pgno[from];
+    uint32_t h = (p * 2654435761u) & (cap - 1);
+    while (pg[h]) h = (h + 1) & (cap - 1);
+    pg[h] = p;
+    memcpy(img + (size_t)h * (size_t)r->page_size, r->img + (size_t)from * (size_t)r->page_size,
+           (size_t)r->page_size);
+    ord[n++] = h;
+  }
+  free(r->pgno); free(r->order); free(r->img);
+  r->pgno = pg; r->order = ord; r->img = img; r->cap = cap;
+  return SQLITE_OK;
+}
+
+static void run_free(run *r) {
+  free(r->pgno); free(r->order); free(r->img);
+  memset(r, 0, sizeof(*r));
+}
+
+static int run_add(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
+                   const uint32_t *pgnos, const unsigned char *images) {
+  (void)epoch;
+  run *r = ctx;
+  for (int i = 0; i < npages; i++) {
+    if ((r->count + 1) * 2 > r->cap) {
+      int rc = run_grow(r);
+      if (rc != SQLITE_OK) return rc;
+    }
+    uint32_t p = pgnos[i], h = (p * 2654435761u) & (r->cap - 1);
+    while (r->pgno[h] && r->pgno[h] != p) h = (h + 1) & (r->cap - 1);
+    if (!r->pgno[h]) {
+      r->pgno[h] = p;
+      r->order[r->count++] = h;
+    }
+    memcpy(r->img + (size_t)h * (size_t)r->page_size, images + (size_t)i * (size_t)r->page_size,
+           (size_t)r->page_size);
+  }
+  r->pages = db_pages;
+  return SQLITE_OK;
+}
+
+static int by_key(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Writes the run (TXIDs lo..hi) as one level-0 file: its pages up to its size, and
+** every page the database grew by since the last file (a stock restore would
+** otherwise bring back an image from before an earlier shrink): the run's image, else
+** the file's (pages SQLite never wrote read as zeros). */
+static int write_run(mw_db *db, mw_stream *s, run *r, uint64_t lo, uint64_t hi) {
+  /* In page order: (page << 32 | slot) sorted. */
+  uint64_t *keys = malloc(((size_t)r->count + 1) * sizeof(*keys));
+  unsigned char *buf = malloc((size_t)db->page_size);
+  if (!keys || !buf) {
+    free(keys);
+    free(buf);
+    return SQLITE_NOMEM;
+  }
+  for (uint32_t k = 0; k < r->count; k++)
+    keys[k] = ((uint64_t)r->pgno[r->order[k]] << 32) | r->order[k];
+  qsort(keys, r->count, sizeof(*keys), by_key);
+  uint32_t lock = mw_ltx_lock_page(db->page_size);
+  mw_ltx_writer *w = 0;
+  int rc = mw_ltx_begin(s->dir, MW_LTX_LEVEL_L0, lo, hi, db->page_size, r->pages, wall_ms(), &w);
+  uint32_t i = 0, next_grown = s->pages + 1;
+  while (rc == SQLITE_OK) {
+    uint32_t p = i < r->count ? (uint32_t)(keys[i] >> 32) : UINT32_MAX;
+    /* Grown pages below the next page of the run that the run does not hold. */
+    while (rc == SQLITE_OK && next_grown < p && next_grown <= r->pages) {
+      if (next_grown != lock) {
+        rc = mw_db_read_file(db, next_grown, buf, 0, db->page_size);
+        if (rc == SQLITE_IOERR_SHORT_READ) {
+          memset(buf, 0, (size_t)db->page_size);
+          rc = SQLITE_OK;
+        }
+        if (rc == SQLITE_OK) rc = mw_ltx_page(w, next_grown, buf);
+      }
+      next_grown++;
+    }
+    if (p == UINT32_MAX || p > r->pages || rc != SQLITE_OK) break; /* none above the size */
+    uint32_t slot = (uint32_t)keys[i];
+    if (p != lock) rc = mw_ltx_page(w, p, r->img + (size_t)slot * (size_t)r->page_size);
+    if (next_grown == p) next_grown++;
+    i++;
+  }
+  free(buf);
+  free(keys);
+  if (rc == SQLITE_OK) return mw_ltx_publish(w);
+  mw_ltx_abandon(w);
+  return rc;
+}
+
+int mw_stream_emit(mw_db *db) {
+  mw_stream *s = db->stream;
+  int rc = SQLITE_OK;
+  mw_mutex_lock(&s->mu);
+  for (;;) {
+    run r;
+    memset(&r, 0, sizeof(r));
+    r.page_size = db->page_size;
+    uint64_t before = s->emitted, last = before;
+    rc = mw_log_read_durable(db->log, s->emitted, RUN_BYTES, run_add, &r, &last);
+    if (rc == SQLITE_OK && last > s->emitted) {
+      uint64_t lo = s->txid0 + (s->emitted + 1 - s->epoch0), hi = s->txid0 + (last - s->epoch0);
+      rc = write_run(db, s, &r, lo, hi);
+      if (rc == SQLITE_OK) {
+        __atomic_store_n(&s->emitted, last, __ATOMIC_RELEASE);
+        s->pages = r.pages;
+      }
+    }
+    run_free(&r);
+    if (rc != SQLITE_OK || last == before) break;
+  }
+  if (rc != SQLITE_OK && !s->warned) {
+    s->warned = 1;
+    sqlite3_log(rc, "multiwriter: the replica stream of %s into %s stopped (%s): it goes on "
+                "when the error goes; the log keeps what it has not written", db->path, s->dir,
+                sqlite3_errstr(rc));
+  }
+  if (rc == SQLITE_OK) s->warned = 0;
+  mw_mutex_unlock(&s->mu);
+  return rc;
+}
+
+uint64_t mw_stream_emitted(mw_db *db) {
+  return __atomic_load_n(&db->stream->emitted, __ATOMIC_ACQUIRE);
+}
+
+uint64_t mw_stream_txid(mw_db *db, uint64_t epoch) {
+  const mw_stream *s = db->stream;
+  if (!s || epoch < s->epoch0 || (epoch == s->epoch0 && s->txid0 == 0)) return 0;
+  return s->txid0 + (epoch - s->epoch0);
+}
+
+int mw_stream_closed(mw_db *db) {
+  mw_stream *s = db->stream;
+  mw_mutex_lock(&s->mu);
+  uint64_t emitted = s->emitted;
+  mw_mutex_unlock(&s->mu);
+  uint32_t n = 0;
+  uint64_t crc = 0;
+  int rc = SQLITE_OK;
+  if (emitted != db->visible) return SQLITE_OK; /* the next open writes the file whole */
+  rc = file_pages(db, &n);
+  if (rc == SQLITE_OK) rc = file_checksum(db, n, &crc);
+  if (rc == SQLITE_OK && n > 0) rc = write_state(s, mw_stream_txid(db, emitted), n, crc);
+  return rc;
+}
+
+int mw_stream_same_dir(mw_db *db, const char *dir) {
+  char *r = resolve(db->path, dir);
+  int same = r && db->stream && strcmp(r, db->stream->dir) == 0;
+  sqlite3_free(r);
+  return same;
+}
+
+void mw_stream_free(mw_db *db) {
+  mw_stream *s = db->stream;
+  if (!s) return;
+  mw_mutex_destroy(&s->mu);
+  sqlite3_free(s->dir);
+  free(s);
+  db->stream = 0;
+}
