@@ -59,6 +59,11 @@ export interface DatabaseOptions {
    * declared the rows it read and wrote with `db.declareReads()`.
    */
   rebase?: boolean;
+  /**
+   * Engine: a Litestream file replica (LTX files) of every durable commit, in this
+   * directory (mw_ltx_dir; relative: from the database's folder). See docs/replication.md.
+   */
+  ltxDir?: string;
 }
 
 type Kind = "boolean" | "number" | "string" | "path";
@@ -83,6 +88,7 @@ const ENGINE: Record<string, [Kind, string]> = {
   fullFsync: ["boolean", "mw_fullfsync"],
   processes: ["boolean", "mw_mp"],
   rebase: ["boolean", "mw_rebase"],
+  ltxDir: ["string", "mw_ltx_dir"],
 };
 
 export interface ResolvedOptions {

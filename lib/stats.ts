@@ -56,6 +56,11 @@ export interface EngineStats {
   rebases: number;
   /** Merges refused: a row both changed, a declared row changed, overflow, no room. */
   rebaseRefused: number;
+  /** With `ltxDir`: the replica's TXID of this connection's last commit (0: none), for
+   *  `litestream restore -txid`. */
+  ltxTxid: number;
+  /** With `ltxDir`: the highest TXID written to the replica so far (0: none). */
+  ltxEmitted: number;
   /** Transactions run again by transaction() on this connection. */
   retries: number;
   /** Attempts of the last transaction() call (1 = no retry). */
@@ -92,6 +97,8 @@ export function statsFrom(out: BigInt64Array, tx: TransactionState): EngineStats
     logSyncs: at(25),
     rebases: at(28),
     rebaseRefused: at(29),
+    ltxTxid: at(30),
+    ltxEmitted: at(31),
     retries: tx.retries,
     lastTransactionAttempts: tx.lastAttempts,
     raw,

@@ -84,6 +84,10 @@ enum mw_stat {
                                   (mw_rebase=1) */
   MW_STAT_REBASE_REFUSED,      /* leaf merges refused: a row both changed, a row read
                                   changed, overflow, or the rows do not fit */
+  MW_STAT_LTX_TXID,            /* the replica stream's TXID of this connection's last
+                                  commit (mw_ltx_dir=; 0: none) */
+  MW_STAT_LTX_EMITTED,         /* the highest TXID the database's stream has written
+                                  to the replica (0: none) */
   MW_STAT_COUNT_V1
 };
 #define MW_STAT_COUNT 32       /* room reserved in the array */

@@ -29,6 +29,7 @@
 #include "platform/crash.h"
 #include "processes/mp.h"
 #include "rebase/rebase.h"
+#include "replica/stream.h"
 #include "vfs/lane.h"
 
 #include <stdlib.h>
@@ -441,6 +442,10 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       out[MW_STAT_LOG_ROOM_INLINE] = (int64_t)mw_log_room_inline(db->log);
       out[MW_STAT_LOG_SYNCS] = (int64_t)mw_log_syncs(db->log);
       mw_mp_room_claims(db, &out[MW_STAT_LOG_ROOM_CLAIMED], &out[MW_STAT_LOG_ROOM_CLAIMED_NOW]);
+      if (db->stream) {
+        out[MW_STAT_LTX_TXID] = (int64_t)mw_stream_txid(db, (uint64_t)out[MW_STAT_COMMIT_EPOCH]);
+        out[MW_STAT_LTX_EMITTED] = (int64_t)mw_stream_txid(db, mw_stream_emitted(db));
+      }
       return SQLITE_OK;
     }
     case MW_FCNTL_EVENT_LOOP:
