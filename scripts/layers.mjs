@@ -42,8 +42,9 @@ const EXCEPTIONS = [
     from: "compact/compact.c",
     to: "core/db.h",
     why: "mw_db_release_orphans_locked: each compactor step releases the transactions whose " +
-      "threads all ended (core/db.c owns the lanes' snapshots); core/db.c starts, stops and " +
-      "runs the compactor (a call loop core <-> compact)",
+      "threads all ended, and mw_db_oldest_now_locked: how far it may prune (core/db.c owns " +
+      "the lanes' snapshots); core/db.c starts, stops and runs the compactor (a call loop " +
+      "core <-> compact)",
   },
 ];
 

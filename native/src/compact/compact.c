@@ -61,10 +61,7 @@ static void log_orphans(mw_db *db, int n) {
 static void gc(mw_db *db) {
   mw_mutex_lock(&db->mu);
   int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
-  uint64_t m = db->visible;
-  if (db->compacting && db->compacting < m) m = db->compacting;
-  for (mw_lane *l = db->lanes; l; l = l->next_in_db)
-    if (l->reg && l->reg < m) m = l->reg;
+  uint64_t m = mw_db_oldest_now_locked(db);
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
   uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
   mw_mutex_unlock(&db->mu);

@@ -658,6 +658,7 @@ int mw_db_reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   /* mw_mp=1: other processes hold the log and their own stores of this file; an
   ** empty database is not written again under them (lane.c says so). */
   if (l->db->mp) return SQLITE_MISUSE;
+  if (page_size && !mw_stream_page_size_ok(l->db)) return SQLITE_CONSTRAINT;
   mw_mutex_lock(&reformat_mu);
   int rc = reformat(l, page_size, autovac, pDone);
   mw_mutex_unlock(&reformat_mu);
@@ -742,6 +743,8 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
   }
   mw_mutex_unlock(&db->mu);
   free(p1);
+  /* The replica gets the new file (a failure is logged: the database is fine). */
+  if (go && rc == SQLITE_OK && db->stream) (void)mw_stream_reformatted(db, epoch);
   int rc2 = mw_compactor_start(db);
   return rc != SQLITE_OK ? rc : rc2;
 }
@@ -749,16 +752,19 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
 /* ---------------------------------------------------------------- snapshots */
 
 /* The oldest snapshot now: no snapshot of this process is or will be below it. */
-static uint64_t oldest_now_locked(const mw_db *db) {
+uint64_t mw_db_oldest_now_locked(mw_db *db) {
   uint64_t m = db->visible;
   if (db->compacting && db->compacting < m) m = db->compacting;
   for (const mw_lane *l = db->lanes; l; l = l->next_in_db)
     if (l->reg && l->reg < m) m = l->reg;
+  /* The replica stream: a compaction stops at the last epoch written to the replica,
+  ** and so must pruning (a compaction to T needs the newest version <= T of a page). */
+  if (db->stream && mw_stream_emitted(db) < m) m = mw_stream_emitted(db);
   return m;
 }
 
 static void recompute_oldest_locked(mw_db *db) {
-  uint64_t m = oldest_now_locked(db);
+  uint64_t m = mw_db_oldest_now_locked(db);
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
 }
 
@@ -809,7 +815,7 @@ void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSiz
 ** its own oldest past the others' floors before its compactor came round. */
 static void snapshot_ended_locked(mw_db *db, uint64_t was) {
   if (was == db->oldest) recompute_oldest_locked(db);
-  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */
+  if (db->mp) mw_mp_floor(db, mw_db_oldest_now_locked(db)); /* a compactor may go that far now */
 }
 
 void mw_db_snapshot_end(mw_db *db, mw_lane *l) {

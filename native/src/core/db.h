@@ -80,6 +80,10 @@ int mw_db_lane_use(mw_db *db, mw_lane *l);
 /* Releases the snapshot of every lane whose transaction's users all ended (under
 ** db->mu; the compactor's steps). Returns how many. */
 int mw_db_release_orphans_locked(mw_db *db);
+/* Under db->mu: the oldest epoch anything may still read or compact to (the visible
+** epoch, a compaction's target, every snapshot, the replica stream's last epoch): the
+** store may prune below it. */
+uint64_t mw_db_oldest_now_locked(mw_db *db);
 
 /* The lanes whose commit the calling thread stashed (at most max). */
 int mw_db_stashed_lanes(void *owner, mw_lane **out, int max);

@@ -475,6 +475,60 @@ int mw_stream_closed(mw_db *db) {
   return rc;
 }
 
+int mw_stream_page_size_ok(mw_db *db) { return !db->stream || db->stream->replica_max == 0; }
+
+/* Removes every published file of a level (the replica of an empty database that
+** starts again with another page size). */
+typedef struct clear_ctx {
+  const char *dir;
+  int rc;
+} clear_ctx;
+static int clear_entry(void *ctx, const char *name) {
+  clear_ctx *c = ctx;
+  size_t n = strlen(name);
+  if (n < 4 || strcmp(name + n - 4, ".ltx") != 0) return 0;
+  char *p = sqlite3_mprintf("%s/%s", c->dir, name);
+  c->rc = p ? mw_file_delete(p, 0) : SQLITE_NOMEM;
+  sqlite3_free(p);
+  return c->rc != SQLITE_OK;
+}
+static int clear_level(mw_stream *s, int level) {
+  char *d = sqlite3_mprintf("%s/ltx/%d", s->dir, level);
+  if (!d) return SQLITE_NOMEM;
+  clear_ctx c = { d, SQLITE_OK };
+  int rc = mw_dir_list(d, clear_entry, &c, 0);
+  if (rc == 1) rc = c.rc;
+  if (rc == SQLITE_OK) rc = mw_dir_sync(d, 0);
+  sqlite3_free(d);
+  return rc;
+}
+
+int mw_stream_reformatted(mw_db *db, uint64_t epoch) {
+  mw_stream *s = db->stream;
+  mw_mutex_lock(&s->mu);
+  int rc = SQLITE_OK;
+  uint64_t t = s->txid0 + (epoch - s->epoch0);
+  if (s->page_size != db->page_size) {
+    /* Only this open's empty database is in the replica (mw_stream_page_size_ok). */
+    rc = clear_level(s, MW_LTX_LEVEL_L0);
+    if (rc == SQLITE_OK) rc = clear_level(s, MW_LTX_LEVEL_SNAPSHOT);
+    s->page_size = db->page_size;
+    t = 1;
+  }
+  if (rc == SQLITE_OK) rc = write_file_as(db, s, t, t, 1);
+  s->epoch0 = epoch;
+  s->txid0 = t;
+  s->emitted = epoch;
+  s->pages = 1;
+  mw_mutex_unlock(&s->mu);
+  mw_log_set_stream_txid(db->log, t);
+  if (rc != SQLITE_OK)
+    sqlite3_log(rc, "multiwriter: the replica stream of %s could not write the new empty "
+                "database into %s: the replica has a gap before TXID %llu", db->path, s->dir,
+                (unsigned long long)t);
+  return rc;
+}
+
 int mw_stream_same_dir(mw_db *db, const char *dir) {
   char *r = resolve(db->path, dir);
   int same = r && db->stream && strcmp(r, db->stream->dir) == 0;

@@ -29,6 +29,14 @@ uint64_t mw_stream_txid(mw_db *db, uint64_t epoch);
 ** whether the file changed in between (another program wrote it). */
 int mw_stream_closed(mw_db *db);
 void mw_stream_free(mw_db *db);
+/* Whether PRAGMA page_size may write the empty database again (db.c's reformat): only
+** while the replica holds nothing from before this open (every file of one replica has
+** one page size). */
+int mw_stream_page_size_ok(mw_db *db);
+/* After the reformat: the file (its one page) is epoch `epoch`, written outside the
+** log; it goes to the replica whole. A new page size starts the replica again (it held
+** only this open's empty database). */
+int mw_stream_reformatted(mw_db *db, uint64_t epoch);
 /* 1 when dir (as mw_ltx_dir= names it) is this stream's directory. */
 int mw_stream_same_dir(mw_db *db, const char *dir);
 

@@ -366,6 +366,12 @@ static int pragma(mw_lane *l, char **a) {
                                "with mw_mp=1: set it once without mw_mp=1 first", name);
         return SQLITE_ERROR;
       }
+      if (rc == SQLITE_CONSTRAINT) {
+        a[0] = sqlite3_mprintf("multiwriter: PRAGMA page_size cannot change a database whose "
+                               "replica (mw_ltx_dir) holds commits of another page size: "
+                               "name a new directory");
+        return SQLITE_ERROR;
+      }
       if (rc != SQLITE_OK) {
         a[0] = sqlite3_mprintf("multiwriter: PRAGMA %s=%s on the empty database failed: %s",
                                name, val, sqlite3_errstr(rc));
