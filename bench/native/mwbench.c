@@ -90,6 +90,7 @@ typedef struct {
   ** end (to within one transaction); threads mode: the runner measures the process. */
   uint64_t cpu_ns, csw;
   int64_t log_syncs;  /* the engine log's data syncs over the measured period (this process) */
+  int64_t ltx_txid;   /* --ltx: the replica's TXID of this writer's last commit */
   int failed;
   char err[256];
 } wres_t;
@@ -97,6 +98,7 @@ typedef struct {
 typedef struct {
   int wl, variant, mode, writers;
   int sync;    /* PRAGMA synchronous: 0 off, 1 normal, 2 full */
+  int ltx;     /* the engine streams to a replica (mw_ltx_dir=bench.db-ltx) */
   double warmup, duration;
   long runner; /* pid of the runner process: names the latency files */
   char dir[PATH_MAX];
@@ -110,6 +112,7 @@ typedef struct {
   int modes[M_COUNT], nmode;
   int writers[64], nwriters;
   int sync;
+  int ltx;
   double warmup, duration;
   char dir[PATH_MAX];
   const char *out;
@@ -150,6 +153,7 @@ static void build_uri(runcfg_t *c) {
     o += sprintf(o, "?vfs=multiwriter");
     if (c->mode == M_PROCESSES) o += sprintf(o, "&mw_mp=1");
     if (c->variant == V_MWR) o += sprintf(o, "&mw_rebase=1");
+    if (c->ltx) o += sprintf(o, "&mw_ltx_dir=bench.db-ltx");
   }
 }
 
@@ -168,10 +172,11 @@ static void usage_now(int who, uint64_t *cpu_ns, uint64_t *csw) {
   *csw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
 }
 
-static int64_t log_syncs_of(sqlite3 *db) {
+static int64_t stat_of(sqlite3 *db, int which) {
   int64_t st[MW_STAT_COUNT];
-  return mw_stats(db, NULL, st, MW_STAT_COUNT) == SQLITE_OK ? st[MW_STAT_LOG_SYNCS] : 0;
+  return mw_stats(db, NULL, st, MW_STAT_COUNT) == SQLITE_OK ? st[which] : 0;
 }
+static int64_t log_syncs_of(sqlite3 *db) { return stat_of(db, MW_STAT_LOG_SYNCS); }
 
 /* Opens one writer's connection: WAL (already set by the schema), the run's
 ** synchronous setting, the variant's busy timeout, extended result codes. */
@@ -365,6 +370,7 @@ out:
   if (!counted_ready) atomic_fetch_add(&ctl->ready, 1); /* never leave the gate waiting */
   wl_finalize(&x);
   if (x.db) {
+    r->ltx_txid = stat_of(x.db, MW_STAT_LTX_TXID);
     int rc = sqlite3_close(x.db);
     if (rc != SQLITE_OK && !r->failed) writer_fail(ctl, r, "close: %s%s", sqlite3_errstr(rc), "");
   }
@@ -392,6 +398,22 @@ static void lat_path(char *buf, size_t cap, const runcfg_t *c, int w) {
 }
 
 /* Removes the files of the previous run (bench.db, -wal, -shm, the engine's -mw*). */
+static int rm_tree(const char *path) {
+  DIR *d = opendir(path);
+  if (d == NULL) return unlink(path) != 0 && errno != ENOENT ? -1 : 0;
+  struct dirent *e;
+  int rc = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char p[PATH_MAX * 2];
+    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+    if (rm_tree(p) != 0) rc = -1;
+  }
+  closedir(d);
+  if (rmdir(path) != 0) rc = -1;
+  return rc;
+}
+
 static int clean_dir(const char *dir, char *err, size_t cap) {
   DIR *d = opendir(dir);
   if (d == NULL) {
@@ -404,6 +426,14 @@ static int clean_dir(const char *dir, char *err, size_t cap) {
     if (strncmp(e->d_name, "bench.db", 8) != 0) continue;
     char p[PATH_MAX * 2];
     snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (strcmp(e->d_name, "bench.db-ltx") == 0) {
+      /* The replica of --ltx: ltx/<level>/<files>. */
+      if (rm_tree(p) != 0) {
+        snprintf(err, cap, "cannot remove %s: %s", p, strerror(errno));
+        rc = -1;
+      }
+      continue;
+    }
     if (unlink(p) != 0 && errno != ENOENT) {
       snprintf(err, cap, "cannot remove %s: %s", p, strerror(errno));
       rc = -1;
@@ -523,6 +553,22 @@ static int run_one(runcfg_t *c) {
   if (p != 0) {
     emit_note(c, p > 0 ? "skipped" : "error", err);
     return p > 0 ? 0 : 1;
+  }
+  /* --ltx: a connection held open across the run, so that the last writer's close does
+  ** not end the database (which writes the replica to its end): after the writers stop,
+  ** the time until the replica holds their last commit is measured on it. */
+  sqlite3 *holder = NULL;
+  double ltx_catch_up_ms = -1;
+  if (c->ltx && (c->variant == V_MW || c->variant == V_MWR)) {
+    if (c->mode != M_THREADS) {
+      emit_note(c, "skipped", "--ltx streams from one process only (threads mode)");
+      return 0;
+    }
+    if (sqlite3_open_v2(c->uri, &holder, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+      emit_note(c, "error", holder ? sqlite3_errmsg(holder) : "cannot open the holder connection");
+      sqlite3_close(holder);
+      return 1;
+    }
   }
 
   size_t shsz = sizeof(ctl_t) + (size_t)n * sizeof(wres_t);
@@ -720,10 +766,29 @@ static int run_one(runcfg_t *c) {
     snprintf(err, sizeof err, "%zu latencies for %llu commits", all.n, (unsigned long long)committed);
     failed = 1;
   }
+  if (holder) {
+    int64_t want = 0;
+    for (int w = 0; w < started; w++)
+      if (res[w].ltx_txid > want) want = res[w].ltx_txid;
+    uint64_t t0 = now_ns();
+    while (stat_of(holder, MW_STAT_LTX_EMITTED) < want && now_ns() - t0 < 60ull * 1000000000u)
+      sleep_ns(1000000u);
+    if (stat_of(holder, MW_STAT_LTX_EMITTED) < want && !failed) {
+      snprintf(err, sizeof err, "the replica did not reach TXID %lld within 60 s", (long long)want);
+      failed = 1;
+    }
+    ltx_catch_up_ms = (double)(now_ns() - t0) / 1e6;
+    if (sqlite3_close(holder) != SQLITE_OK && !failed) {
+      snprintf(err, sizeof err, "close of the holder connection failed");
+      failed = 1;
+    }
+    holder = NULL;
+  }
   char what[256] = "";
   if (!failed && validate(c->db, c->wl, total, what, sizeof what, err, sizeof err) != 0) failed = 1;
 
 finish:
+  if (holder) sqlite3_close(holder); /* a run that failed before its end */
   if (failed) {
     emit_note(c, "error", err[0] ? err : "run failed");
   } else {
@@ -751,6 +816,7 @@ finish:
     json_str(out_f, what);
     fprintf(out_f, ",\"engine_active\":%s,\"begin\":\"%s\",\"busy_timeout_ms\":%d,\"synchronous\":\"%s\",",
             engine ? "true" : "false", begin_sql(c->variant), busy_timeout_ms(c->variant), sync_names[c->sync]);
+    if (ltx_catch_up_ms >= 0) fprintf(out_f, "\"ltx\":true,\"ltx_catch_up_ms\":%.1f,", ltx_catch_up_ms);
     /* CPU and context switches of the writers' process(es) per commit (getrusage over
     ** the measured period); the engine log's data syncs per commit (null for stock,
     ** whose syncs SQLite makes inside its own VFS). */
@@ -787,7 +853,9 @@ static void usage(FILE *f) {
           "  --dir DIR         run directory, created if missing (default bench/results/db)\n"
           "  --out FILE        append the JSON lines to FILE (default stdout)\n"
           "  --label TEXT      a label copied into every line\n"
-          "  --sync MODE       PRAGMA synchronous of every writer: off, normal or full (default full)\n");
+          "  --sync MODE       PRAGMA synchronous of every writer: off, normal or full (default full)\n"
+          "  --ltx on|off      the engine streams every commit to a Litestream replica beside the\n"
+          "                    database (mw_ltx_dir; threads mode); reports ltx_catch_up_ms (default off)\n");
 }
 
 static int bad(const char *fmt, const char *a) {
@@ -911,7 +979,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       exit(0);
     }
     static const char *const with_value[] = { "--workloads", "--variants", "--writers", "--modes", "--warmup",
-                                              "--duration", "--dir", "--out", "--label", "--sync" };
+                                              "--duration", "--dir", "--out", "--label", "--sync", "--ltx" };
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(key, with_value[k]) == 0) known = 1;
@@ -935,7 +1003,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       snprintf(o->dir, sizeof o->dir, "%s", val);
     } else if (strcmp(key, "--out") == 0) o->out = val;
     else if (strcmp(key, "--label") == 0) o->label = val;
-    else if (strcmp(key, "--sync") == 0) {
+    else if (strcmp(key, "--ltx") == 0) {
+      if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) return bad("--ltx is on or off, not '%s'", val);
+      o->ltx = strcmp(val, "on") == 0;
+    } else if (strcmp(key, "--sync") == 0) {
       int k = 0;
       while (k < 3 && strcmp(val, sync_names[k]) != 0) k++;
       if (k == 3) return bad("--sync is off, normal or full, not '%s'", val);
@@ -986,6 +1057,7 @@ int main(int argc, char **argv) {
           c.writers = o.writers[n];
           c.warmup = o.warmup;
           c.sync = o.sync;
+          c.ltx = o.ltx;
           c.duration = o.duration;
           snprintf(c.dir, sizeof c.dir, "%s", o.dir);
           snprintf(c.db, sizeof c.db, "%s/bench.db", o.dir);

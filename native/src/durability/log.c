@@ -605,11 +605,12 @@ uint64_t mw_log_txid_at(const mw_log *log, uint64_t base) {
 
 /* ---- reading committed records (the replica stream) -------------------------------- */
 
-int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_replay_fn fn,
-                        void *ctx, uint64_t *pLast) {
+int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_follow_fn lists,
+                        int (*images)(void *ctx, mw_log *log), void *ctx, uint64_t *pLast) {
   *pLast = after;
   /* No switch meanwhile (one compaction at a time holds cmp_mu): the descriptor, the
-  ** shift and the offsets stay as read here. */
+  ** shift and the offsets stay as read here, and so do the images' offsets until
+  ** `images` returns. */
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   int rc = log->error;
@@ -633,12 +634,13 @@ int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_
   while (rc == SQLITE_OK && off != 0 && off < durable && bytes < max_bytes) {
     unsigned char h[MW_REC_HDR_SIZE];
     uint64_t len = 0;
-    rc = read_record(log, fd, &r, off - shift, durable - off, expect, h, &len);
-    /* A record in the durable prefix that does not check out: the log is damaged. */
-    if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT;
+    /* The page list only (4 bytes a page, no checksum: recovery checked the replayed
+    ** records, and these were written here); the images are read when needed. */
+    rc = mw_log_read_page_list(log, fd, &r, off - shift, off, durable - off, expect, h, &len);
+    if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT; /* a durable record is whole */
     if (rc != SQLITE_OK) break;
-    rc = fn(ctx, expect, get32(h + MW_REC_DBPAGES), (int)get32(h + MW_REC_NPAGES), r.pgnos,
-            r.imgs);
+    rc = lists(ctx, expect, get32(h + MW_REC_DBPAGES), get32(h + MW_REC_FLAGS),
+               (int)get32(h + MW_REC_NPAGES), r.pgnos, r.ats);
     if (rc != SQLITE_OK) break;
     *pLast = expect;
     off += len;
@@ -647,6 +649,7 @@ int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_
   }
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
   mw_log_rec_reader_free(&r);
+  if (rc == SQLITE_OK && images && *pLast > after) rc = images(ctx, log);
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
 }

@@ -179,14 +179,6 @@ uint64_t mw_log_base(mw_log *log);
 ** stream_txid + (e - base). */
 uint64_t mw_log_stream_txid(mw_log *log);
 void mw_log_set_stream_txid(mw_log *log, uint64_t txid);
-/* Reads, in epoch order, the records after epoch `after` that lie in the durable prefix
-** (synced; nothing a crash could take back), with their images, until about max_bytes
-** of records were read; fn as for recovery. *pLast: the last epoch passed to fn
-** (`after` when none). SQLITE_NOTFOUND when `after` is below the base (compacted away);
-** SQLITE_CORRUPT when a durable record does not check out. Not while a compaction
-** switches the file (it waits for one). */
-int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_replay_fn fn,
-                        void *ctx, uint64_t *pLast);
 
 /* A record of another process (mw_log_follow): its flags (MW_REC_F_*), its page
 ** numbers and, for each, the logical offset of its image in the log
@@ -207,6 +199,16 @@ int mw_log_follow(mw_log *log, uint64_t end, mw_log_follow_fn fn, void *ctx);
 ** for reads in progress; the single-process mirrored switch does not. Reads run in
 ** parallel, without the log's mutex. */
 int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf);
+/* Reads, in epoch order, the page lists of the records after epoch `after` that lie in
+** the durable prefix (synced; nothing a crash could take back), until about max_bytes of
+** records were read: `lists` gets each (as mw_log_follow's callback: the logical offset
+** of each image); then `images` (if any) runs, and may read images with
+** mw_log_read_image, while no compaction can switch the file. *pLast: the last epoch
+** passed to `lists` (`after` when none). SQLITE_NOTFOUND when `after` is below the base
+** (compacted away); SQLITE_CORRUPT when a durable record is not whole. A compaction
+** waits for the call to end. */
+int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_follow_fn lists,
+                        int (*images)(void *ctx, mw_log *log), void *ctx, uint64_t *pLast);
 /* Multi-process mode, for the holder of the publication lock only (nobody writes past
 ** the assigned end meanwhile): when less than half a step of zeroed room is left past
 ** the assigned end, adds a step (zeros, synced, as a single-process log grows) so that

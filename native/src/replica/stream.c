@@ -242,9 +242,9 @@ int mw_stream_open(mw_db *db, const char *dir, int have_log, uint64_t *pTxid, ch
 typedef struct size_ctx {
   uint32_t pages;
 } size_ctx;
-static int size_of(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
-                   const uint32_t *pgnos, const unsigned char *images) {
-  (void)epoch; (void)npages; (void)pgnos; (void)images;
+static int size_of(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags, int npages,
+                   const uint32_t *pgnos, const uint64_t *ats) {
+  (void)epoch; (void)flags; (void)npages; (void)pgnos; (void)ats;
   ((size_ctx *)ctx)->pages = db_pages;
   return SQLITE_DONE; /* one record is enough */
 }
@@ -288,7 +288,7 @@ int mw_stream_start(mw_db *db, char **pzErr) {
     }
     size_ctx sz = { at_base };
     uint64_t got = 0;
-    rc = mw_log_read_durable(db->log, done - 1, 1, size_of, &sz, &got);
+    rc = mw_log_read_durable(db->log, done - 1, 1, size_of, 0, &sz, &got);
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
     s->emitted = done;
     s->pages = sz.pages;
@@ -304,49 +304,50 @@ int mw_stream_start(mw_db *db, char **pzErr) {
 
 /* ---------------------------------------------------------------- emission */
 
-/* The pages of a run of records: the last image of each (open addressing by page). */
+/* The pages of a run of records: where the last image of each is in the log (open
+** addressing by page), then the images, read once the run is known (a page that many
+** commits of the run wrote is read once). */
 typedef struct run {
   int page_size;
   uint32_t *pgno;              /* slot -> page, 0: free */
+  uint64_t *at;                /* slot -> the logical offset of its last image */
   uint32_t *order;             /* the used slots */
-  unsigned char *img;          /* slot * page_size */
+  unsigned char *img;          /* order index * page_size, once read */
   uint32_t cap, count;
   uint32_t pages;              /* the database's size after the last record */
-  int rc;
 } run;
 
 static int run_grow(run *r) {
   uint32_t cap = r->cap ? r->cap * 2 : 1024;
   uint32_t *pg = calloc(cap, sizeof(*pg));
+  uint64_t *at = malloc(cap * sizeof(*at));
   uint32_t *ord = malloc(cap * sizeof(*ord));
-  unsigned char *img = malloc((size_t)cap * (size_t)r->page_size);
-  if (!pg || !ord || !img) {
-    free(pg); free(ord); free(img);
+  if (!pg || !at || !ord) {
+    free(pg); free(at); free(ord);
     return SQLITE_NOMEM;
   }
-  uint32_t n = 0;
   for (uint32_t i = 0; i < r->count; i++) {
     uint32_t from = r->order[i], p = r->pgno[from];
     uint32_t h = (p * 2654435761u) & (cap - 1);
     while (pg[h]) h = (h + 1) & (cap - 1);
     pg[h] = p;
-    memcpy(img + (size_t)h * (size_t)r->page_size, r->img + (size_t)from * (size_t)r->page_size,
-           (size_t)r->page_size);
-    ord[n++] = h;
+    at[h] = r->at[from];
+    ord[i] = h;
   }
-  free(r->pgno); free(r->order); free(r->img);
-  r->pgno = pg; r->order = ord; r->img = img; r->cap = cap;
+  free(r->pgno); free(r->at); free(r->order);
+  r->pgno = pg; r->at = at; r->order = ord; r->cap = cap;
   return SQLITE_OK;
 }
 
 static void run_free(run *r) {
-  free(r->pgno); free(r->order); free(r->img);
+  free(r->pgno); free(r->at); free(r->order); free(r->img);
   memset(r, 0, sizeof(*r));
 }
 
-static int run_add(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
-                   const uint32_t *pgnos, const unsigned char *images) {
+static int run_add(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags, int npages,
+                   const uint32_t *pgnos, const uint64_t *ats) {
   (void)epoch;
+  (void)flags;
   run *r = ctx;
   for (int i = 0; i < npages; i++) {
     if ((r->count + 1) * 2 > r->cap) {
@@ -359,11 +360,21 @@ static int run_add(void *ctx, uint64_t epoch, uint32_t db_pages, int npages,
       r->pgno[h] = p;
       r->order[r->count++] = h;
     }
-    memcpy(r->img + (size_t)h * (size_t)r->page_size, images + (size_t)i * (size_t)r->page_size,
-           (size_t)r->page_size);
+    r->at[h] = ats[i];
   }
   r->pages = db_pages;
   return SQLITE_OK;
+}
+
+/* The last image of every page of the run (the log cannot switch meanwhile). */
+static int run_images(void *ctx, mw_log *log) {
+  run *r = ctx;
+  r->img = malloc((size_t)(r->count ? r->count : 1) * (size_t)r->page_size);
+  if (!r->img) return SQLITE_NOMEM;
+  int rc = SQLITE_OK;
+  for (uint32_t i = 0; i < r->count && rc == SQLITE_OK; i++)
+    rc = mw_log_read_image(log, r->at[r->order[i]], r->img + (size_t)i * (size_t)r->page_size);
+  return rc;
 }
 
 static int by_key(const void *a, const void *b) {
@@ -384,8 +395,7 @@ static int write_run(mw_db *db, mw_stream *s, run *r, uint64_t lo, uint64_t hi) 
     free(buf);
     return SQLITE_NOMEM;
   }
-  for (uint32_t k = 0; k < r->count; k++)
-    keys[k] = ((uint64_t)r->pgno[r->order[k]] << 32) | r->order[k];
+  for (uint32_t k = 0; k < r->count; k++) keys[k] = ((uint64_t)r->pgno[r->order[k]] << 32) | k;
   qsort(keys, r->count, sizeof(*keys), by_key);
   uint32_t lock = mw_ltx_lock_page(db->page_size);
   mw_ltx_writer *w = 0;
@@ -406,8 +416,8 @@ static int write_run(mw_db *db, mw_stream *s, run *r, uint64_t lo, uint64_t hi) 
       next_grown++;
     }
     if (p == UINT32_MAX || p > r->pages || rc != SQLITE_OK) break; /* none above the size */
-    uint32_t slot = (uint32_t)keys[i];
-    if (p != lock) rc = mw_ltx_page(w, p, r->img + (size_t)slot * (size_t)r->page_size);
+    uint32_t k = (uint32_t)keys[i]; /* its image: the k-th read */
+    if (p != lock) rc = mw_ltx_page(w, p, r->img + (size_t)k * (size_t)r->page_size);
     if (next_grown == p) next_grown++;
     i++;
   }
@@ -427,7 +437,7 @@ int mw_stream_emit(mw_db *db) {
     memset(&r, 0, sizeof(r));
     r.page_size = db->page_size;
     uint64_t before = s->emitted, last = before;
-    rc = mw_log_read_durable(db->log, s->emitted, RUN_BYTES, run_add, &r, &last);
+    rc = mw_log_read_durable(db->log, s->emitted, RUN_BYTES, run_add, run_images, &r, &last);
     if (rc == SQLITE_OK && last > s->emitted) {
       uint64_t lo = s->txid0 + (s->emitted + 1 - s->epoch0), hi = s->txid0 + (last - s->epoch0);
       rc = write_run(db, s, &r, lo, hi);
