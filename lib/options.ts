@@ -64,6 +64,11 @@ export interface DatabaseOptions {
    * directory (mw_ltx_dir; relative: from the database's folder). See docs/replication.md.
    */
   ltxDir?: string;
+  /**
+   * Engine: level-9 snapshots the replica keeps (mw_ltx_keep, default 2; 0 keeps every
+   * file): older snapshots go, and the level-0 files the oldest kept one covers.
+   */
+  ltxKeep?: number;
 }
 
 type Kind = "boolean" | "number" | "string" | "path";
@@ -89,6 +94,7 @@ const ENGINE: Record<string, [Kind, string]> = {
   processes: ["boolean", "mw_mp"],
   rebase: ["boolean", "mw_rebase"],
   ltxDir: ["string", "mw_ltx_dir"],
+  ltxKeep: ["number", "mw_ltx_keep"],
 };
 
 export interface ResolvedOptions {
@@ -116,6 +122,7 @@ const RANGES: Record<string, [number, number, string]> = {
   maxAttempts: [1, 2 ** 31 - 1, "attempts"],
   asyncPool: [1, 4096, "connections"],
   logMaxMb: [1, 2 ** 20, "MiB"],
+  ltxKeep: [0, 1000, "snapshots"],
 };
 
 function checkRange(name: string, value: number): void {

@@ -38,6 +38,7 @@ typedef struct mw_opts {
   int rebase;                  /* mw_rebase: merge table leaves on a conflict (rebase.c) */
   const char *ltx_dir;         /* mw_ltx_dir: the replica stream's directory (stream.c);
                                   the open's URI holds it, 0: none */
+  int ltx_keep;                /* mw_ltx_keep: level-9 snapshots kept (0: keep every file) */
 } mw_opts;
 
 /* ---------------------------------------------------------------- store */

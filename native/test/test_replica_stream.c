@@ -8,6 +8,8 @@
 **    visible before they are durable, hence before the stream may write them), with
 **    mw_log_max_mb=1: compactions run all along (neither compaction nor pruning may pass
 **    the last epoch written, and the log stays bounded);
+**    With mw_ltx_keep=1 a snapshot is written now and then, and the level-0 files it
+**    covers are pruned: the rebuild starts from it;
 **  - normal: one synchronous=NORMAL writer for 1.5 s: its commits are visible before the
 **    stream may write them, all the time; compactions still run (pruning, too, stops
 **    at the last epoch written: else no compaction could reach back that far);
@@ -147,45 +149,69 @@ static uint64_t apply_file(const char *path, uint64_t want_min, image *img) {
   return hi;
 }
 
+static int cmp_names(const void *a, const void *b);
 static int cmp_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Rebuilds the database from the replica's level-0 files; returns the last TXID. */
-static uint64_t rebuild(const char *rep, image *img) {
+/* The names of a level's files, sorted (their TXIDs in hex: by TXID). */
+static int list_level(const char *rep, int level, char **names, int max) {
   char dir[400];
-  snprintf(dir, sizeof dir, "%s/ltx/0", rep);
+  snprintf(dir, sizeof dir, "%s/ltx/%d", rep, level);
   DIR *d = opendir(dir);
-  CHECK(d != 0);
-  char *names[4096];
+  if (d == 0) return 0;
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d)) != 0) {
     size_t len = strlen(e->d_name);
     CHECK(!(len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0)); /* never left behind */
     if (len == 37 && strcmp(e->d_name + 33, ".ltx") == 0) {
-      CHECK(n < 4096);
+      CHECK(n < max);
       names[n++] = strdup(e->d_name);
     }
   }
   closedir(d);
   qsort(names, (size_t)n, sizeof(*names), cmp_names);
-  uint64_t next = 1;
-  for (int i = 0; i < n; i++) {
+  return n;
+}
+
+/* Rebuilds the database from the replica as a restore would: the newest snapshot that
+** the level-0 files go on from (none: level 0 from TXID 1), then the level-0 files after
+** it, each starting right after the one before; returns the last TXID. */
+static uint64_t first_l0; /* the first TXID of level 0 at the last rebuild */
+static uint64_t rebuild(const char *rep, image *img, int *pSnapshots, int *pFiles) {
+  static char *l0[100000], *l9[64];
+  int n0 = list_level(rep, 0, l0, 100000), n9 = list_level(rep, 9, l9, 64);
+  uint64_t first = n0 ? strtoull(l0[0], 0, 16) : 1, next = 1;
+  first_l0 = first;
+  for (int i = n9 - 1; i >= 0 && next == 1; i--) {
+    uint64_t hi = strtoull(l9[i] + 17, 0, 16);
+    if (hi + 1 < first) continue; /* the level-0 files do not go on from it */
     char path[900];
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    uint64_t hi = apply_file(path, next, img);
-    CHECK(strtoull(names[i] + 17, 0, 16) == hi);
+    snprintf(path, sizeof path, "%s/ltx/9/%s", rep, l9[i]);
+    CHECK(apply_file(path, 1, img) == hi);
     next = hi + 1;
-    free(names[i]);
   }
+  for (int i = 0; i < n0; i++) {
+    uint64_t lo = strtoull(l0[i], 0, 16), hi = strtoull(l0[i] + 17, 0, 16);
+    if (hi < next) continue; /* below the snapshot */
+    char path[900];
+    snprintf(path, sizeof path, "%s/ltx/0/%s", rep, l0[i]);
+    CHECK(lo <= next);
+    CHECK(apply_file(path, lo, img) == hi);
+    next = hi + 1;
+  }
+  for (int i = 0; i < n0; i++) free(l0[i]);
+  for (int i = 0; i < n9; i++) free(l9[i]);
+  *pSnapshots = n9;
+  *pFiles = n0;
   return next - 1;
 }
 
 /* The replica rebuilds exactly the closed database file. */
-static uint64_t check_replica(const char *db, const char *rep) {
+static uint64_t check_replica_counts(const char *db, const char *rep, int *pSnapshots, int *pFiles) {
   image img = { 0, 0, ps_of(db) };
-  uint64_t last = rebuild(rep, &img);
+  uint64_t last = rebuild(rep, &img, pSnapshots, pFiles);
   size_t n = 0;
   unsigned char *file = slurp(db, &n);
   CHECK(n == (size_t)img.pages * (size_t)img.ps);
@@ -204,6 +230,11 @@ static uint64_t check_replica(const char *db, const char *rep) {
   return last;
 }
 
+static uint64_t check_replica(const char *db, const char *rep) {
+  int snapshots = 0, files = 0;
+  return check_replica_counts(db, rep, &snapshots, &files);
+}
+
 /* ---------------------------------------------------------------- threads */
 
 typedef struct worker {
@@ -220,7 +251,7 @@ static uint64_t now_ms(void) {
 
 static void *work(void *arg) {
   worker *w = arg;
-  sqlite3 *db = tu_open(w->path, "mw_log_max_mb=1&mw_ltx_dir=rep");
+  sqlite3 *db = tu_open(w->path, "mw_log_max_mb=1&mw_ltx_dir=rep&mw_ltx_keep=1");
   if (w->id % 2) tu_exec(db, "PRAGMA synchronous=NORMAL");
   char sql[300];
   uint64_t until = now_ms() + 1500;
@@ -247,7 +278,7 @@ static void threads(const char *dir) {
   char path[300], rep[320];
   snprintf(path, sizeof path, "%s/threads.db", dir);
   snprintf(rep, sizeof rep, "%s/rep", dir);
-  sqlite3 *db = tu_open(path, "mw_log_max_mb=1&mw_ltx_dir=rep");
+  sqlite3 *db = tu_open(path, "mw_log_max_mb=1&mw_ltx_dir=rep&mw_ltx_keep=1");
   tu_exec(db, "PRAGMA auto_vacuum=FULL; CREATE TABLE t(id INTEGER PRIMARY KEY, w INT, i INT, b BLOB)");
   pthread_t th[4];
   worker ws[4];
@@ -264,11 +295,16 @@ static void threads(const char *dir) {
   }
   int64_t log = tu_stat(db, MW_STAT_LOG_BYTES);
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
-  uint64_t last = check_replica(path, rep);
+  int snapshots = 0, files = 0;
+  uint64_t last = check_replica_counts(path, rep, &snapshots, &files);
   CHECK(last >= (uint64_t)commits);
   printf("test_replica_stream: 4 threads, %llu TXIDs, %lld compactions while streaming, log "
-         "%lld bytes at the end: the replica rebuilds the file byte for byte\n",
-         (unsigned long long)last, (long long)compactions, (long long)log);
+         "%lld bytes at the end; the replica (%d snapshots, %d level-0 files kept) rebuilds "
+         "the file byte for byte\n", (unsigned long long)last, (long long)compactions,
+         (long long)log, snapshots, files);
+  /* Snapshots were written (mw_ltx_keep=1: the newest stays) and the level-0 files it
+  ** covers pruned. */
+  CHECK(snapshots == 1 && first_l0 > 1);
   /* Each compaction stops at the last epoch written, but compactions go on. */
   CHECK(compactions >= 2);
 }

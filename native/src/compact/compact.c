@@ -178,6 +178,8 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
   }
   mw_mutex_unlock(&db->mu);
   if (rc == SQLITE_OK) gc(db);
+  /* The replica: a snapshot of the file now and then, and the files it makes useless. */
+  if (rc == SQLITE_OK && db->stream && how == MW_COMPACT_TICK) (void)mw_stream_compacted(db, m);
   return rc;
 }
 

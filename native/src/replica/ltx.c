@@ -330,6 +330,39 @@ static int scan_entry(void *ctx, const char *name) {
   return 0;
 }
 
+typedef struct list_ctx {
+  int (*fn)(void *ctx, uint64_t lo, uint64_t hi);
+  void *ctx;
+} list_ctx;
+
+static int list_entry(void *ctx, const char *name) {
+  list_ctx *l = ctx;
+  uint64_t lo = 0, hi = 0;
+  if (strlen(name) == 37 && name[16] == '-' && !strcmp(name + 33, ".ltx") && hex16(name, &lo) &&
+      hex16(name + 17, &hi))
+    return l->fn(l->ctx, lo, hi);
+  return 0;
+}
+
+int mw_ltx_list(const char *dir, int level, int (*fn)(void *ctx, uint64_t lo, uint64_t hi),
+                void *ctx) {
+  char *d = level_dir(dir, level);
+  if (!d) return SQLITE_NOMEM;
+  list_ctx l = { fn, ctx };
+  int rc = mw_dir_list(d, list_entry, &l, 0);
+  sqlite3_free(d);
+  return rc;
+}
+
+int mw_ltx_remove(const char *dir, int level, uint64_t lo, uint64_t hi) {
+  char *p = sqlite3_mprintf("%s/ltx/%d/%016llx-%016llx.ltx", dir, level, (unsigned long long)lo,
+                            (unsigned long long)hi);
+  if (!p) return SQLITE_NOMEM;
+  int rc = mw_file_delete(p, 0);
+  sqlite3_free(p);
+  return rc;
+}
+
 int mw_ltx_scan(const char *dir, uint64_t *pMax) {
   *pMax = 0;
   for (int level = 0; level <= 9; level++) {

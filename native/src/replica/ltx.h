@@ -37,6 +37,12 @@ uint32_t mw_ltx_lock_page(int page_size);
 ** temporary files a crash left behind. */
 int mw_ltx_scan(const char *dir, uint64_t *pMax);
 
+/* Every published file of a level: fn(ctx, min, max) until it returns non-zero. */
+int mw_ltx_list(const char *dir, int level, int (*fn)(void *ctx, uint64_t lo, uint64_t hi),
+                void *ctx);
+/* Removes the file [lo, hi] of a level (SQLITE_OK when it is gone already). */
+int mw_ltx_remove(const char *dir, int level, uint64_t lo, uint64_t hi);
+
 /* CRC-64 (ISO polynomial, reflected, Go's crc64.ISO) of n bytes, continuing from crc
 ** (0 to start). */
 uint64_t mw_ltx_crc64(uint64_t crc, const void *data, size_t n);

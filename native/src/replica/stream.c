@@ -28,6 +28,7 @@
 
 #define RUN_BYTES ((uint64_t)32 << 20) /* records read for one level-0 file, at most */
 #define STATE_NAME "multiwriter-stream"
+#define SNAPSHOT_MIN ((uint64_t)4 << 20) /* level-0 bytes since the last snapshot, at least */
 
 struct mw_stream {
   char *dir;                   /* the replica, an absolute or cwd-relative path */
@@ -39,6 +40,8 @@ struct mw_stream {
   uint32_t pages;              /* the database's size at `emitted` */
   int warned;                  /* a failed emission was logged (until one succeeds) */
   int have_log;                /* the open replays a log (TXIDs from its header) */
+  int keep;                    /* mw_ltx_keep: snapshots kept, 0: every file */
+  uint64_t l0_bytes;           /* written at level 0 since the last snapshot (about) */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -105,31 +108,35 @@ static int file_checksum(mw_db *db, uint32_t n, uint64_t *pCrc) {
   return rc;
 }
 
-/* The file (n pages) as the TXIDs [lo, hi]: a level-0 file for followers, and at level
-** 9 a snapshot "1-hi" for restores (the level-0 file is one itself when lo is 1). */
-static int write_file_as(mw_db *db, mw_stream *s, uint64_t lo, uint64_t hi, uint32_t n) {
+/* The file (its pages 1..n, the state it holds) as one LTX file of `level`, TXIDs
+** [lo, hi]. */
+static int write_file_level(mw_db *db, mw_stream *s, int level, uint64_t lo, uint64_t hi,
+                            uint32_t n) {
   unsigned char *buf = malloc((size_t)db->page_size);
   if (!buf) return SQLITE_NOMEM;
-  int64_t ms = wall_ms();
   uint32_t lock = mw_ltx_lock_page(db->page_size);
-  int rc = SQLITE_OK;
-  for (int pass = 0; pass < (lo == 1 ? 1 : 2) && rc == SQLITE_OK; pass++) {
-    mw_ltx_writer *w = 0;
-    rc = pass == 0 ? mw_ltx_begin(s->dir, MW_LTX_LEVEL_L0, lo, hi, db->page_size, n, ms, &w)
-                   : mw_ltx_begin(s->dir, MW_LTX_LEVEL_SNAPSHOT, 1, hi, db->page_size, n, ms, &w);
-    for (uint32_t p = 1; p <= n && rc == SQLITE_OK; p++) {
-      if (p == lock) continue;
-      rc = mw_db_read_file(db, p, buf, 0, db->page_size);
-      if (rc == SQLITE_IOERR_SHORT_READ) {
-        memset(buf, 0, (size_t)db->page_size);
-        rc = SQLITE_OK;
-      }
-      if (rc == SQLITE_OK) rc = mw_ltx_page(w, p, buf);
+  mw_ltx_writer *w = 0;
+  int rc = mw_ltx_begin(s->dir, level, lo, hi, db->page_size, n, wall_ms(), &w);
+  for (uint32_t p = 1; p <= n && rc == SQLITE_OK; p++) {
+    if (p == lock) continue;
+    rc = mw_db_read_file(db, p, buf, 0, db->page_size);
+    if (rc == SQLITE_IOERR_SHORT_READ) {
+      memset(buf, 0, (size_t)db->page_size);
+      rc = SQLITE_OK;
     }
-    if (rc == SQLITE_OK) rc = mw_ltx_publish(w);
-    else mw_ltx_abandon(w);
+    if (rc == SQLITE_OK) rc = mw_ltx_page(w, p, buf);
   }
   free(buf);
+  if (rc == SQLITE_OK) return mw_ltx_publish(w);
+  if (w) mw_ltx_abandon(w);
+  return rc;
+}
+
+/* The file as the TXIDs [lo, hi]: a level-0 file for followers, and at level 9 a
+** snapshot "1-hi" for restores (the level-0 file is one itself when lo is 1). */
+static int write_file_as(mw_db *db, mw_stream *s, uint64_t lo, uint64_t hi, uint32_t n) {
+  int rc = write_file_level(db, s, MW_LTX_LEVEL_L0, lo, hi, n);
+  if (rc == SQLITE_OK && lo > 1) rc = write_file_level(db, s, MW_LTX_LEVEL_SNAPSHOT, 1, hi, n);
   return rc;
 }
 
@@ -199,6 +206,7 @@ int mw_stream_open(mw_db *db, const char *dir, int have_log, uint64_t *pTxid, ch
   if (!s) return SQLITE_NOMEM;
   mw_mutex_init(&s->mu);
   s->page_size = db->page_size;
+  s->keep = db->opts.ltx_keep;
   s->dir = resolve(db->path, dir);
   db->stream = s;
   if (!s->dir) return SQLITE_NOMEM;
@@ -420,6 +428,7 @@ static int write_run(mw_db *db, mw_stream *s, run *r, uint64_t lo, uint64_t hi) 
     if (p != lock) rc = mw_ltx_page(w, p, r->img + (size_t)k * (size_t)r->page_size);
     if (next_grown == p) next_grown++;
     i++;
+    s->l0_bytes += (uint64_t)db->page_size + 32;
   }
   free(buf);
   free(keys);
@@ -536,6 +545,79 @@ int mw_stream_reformatted(mw_db *db, uint64_t epoch) {
     sqlite3_log(rc, "multiwriter: the replica stream of %s could not write the new empty "
                 "database into %s: the replica has a gap before TXID %llu", db->path, s->dir,
                 (unsigned long long)t);
+  return rc;
+}
+
+/* The level-9 snapshots, newest first (retention). */
+typedef struct snaps {
+  uint64_t n[64];
+  int count;
+} snaps;
+static int snap_entry(void *ctx, uint64_t lo, uint64_t hi) {
+  snaps *v = ctx;
+  if (lo != 1) return 0;
+  if (v->count < 64) v->n[v->count++] = hi;
+  else {
+    /* Keep the 64 newest: replace the oldest if this one is newer. */
+    int o = 0;
+    for (int i = 1; i < v->count; i++) if (v->n[i] < v->n[o]) o = i;
+    if (hi > v->n[o]) v->n[o] = hi;
+  }
+  return 0;
+}
+static int newest_first(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x > y ? -1 : x < y;
+}
+
+typedef struct prune_ctx {
+  mw_stream *s;
+  uint64_t below;              /* level-0 files that end at or below it go */
+  int rc;
+} prune_ctx;
+static int prune_entry(void *ctx, uint64_t lo, uint64_t hi) {
+  prune_ctx *p = ctx;
+  if (hi <= p->below) p->rc = mw_ltx_remove(p->s->dir, MW_LTX_LEVEL_L0, lo, hi);
+  return p->rc != SQLITE_OK;
+}
+
+/* Removes what the newest `keep` snapshots make unnecessary: older snapshots, and the
+** level-0 files that end at or below the oldest kept one (never a gap: the kept
+** snapshot covers everything up to its TXID, the later files go on from there). */
+static int prune(mw_stream *s) {
+  snaps v;
+  memset(&v, 0, sizeof(v));
+  int rc = mw_ltx_list(s->dir, MW_LTX_LEVEL_SNAPSHOT, snap_entry, &v);
+  if (rc != SQLITE_OK || v.count <= s->keep) return rc;
+  qsort(v.n, (size_t)v.count, sizeof(v.n[0]), newest_first);
+  for (int i = s->keep; i < v.count && rc == SQLITE_OK; i++)
+    rc = mw_ltx_remove(s->dir, MW_LTX_LEVEL_SNAPSHOT, 1, v.n[i]);
+  prune_ctx p = { s, v.n[s->keep - 1], SQLITE_OK };
+  if (rc == SQLITE_OK) rc = mw_ltx_list(s->dir, MW_LTX_LEVEL_L0, prune_entry, &p);
+  if (rc == 1) rc = p.rc;
+  return rc;
+}
+
+int mw_stream_compacted(mw_db *db, uint64_t epoch) {
+  mw_stream *s = db->stream;
+  mw_mutex_lock(&s->mu);
+  uint32_t n = 0;
+  int rc = SQLITE_OK;
+  uint64_t t = s->txid0 + (epoch - s->epoch0);
+  uint64_t weight = (uint64_t)db->visible_size * (uint64_t)db->page_size;
+  if (s->keep > 0 && t > 0 && epoch <= s->emitted &&
+      s->l0_bytes >= (weight > SNAPSHOT_MIN ? weight : SNAPSHOT_MIN)) {
+    rc = file_pages(db, &n);
+    if (rc == SQLITE_OK && n > 0) rc = write_file_level(db, s, MW_LTX_LEVEL_SNAPSHOT, 1, t, n);
+    if (rc == SQLITE_OK && n > 0) {
+      s->l0_bytes = 0;
+      rc = prune(s);
+    }
+  }
+  mw_mutex_unlock(&s->mu);
+  if (rc != SQLITE_OK)
+    sqlite3_log(rc, "multiwriter: the replica stream of %s could not write or prune a snapshot "
+                "in %s (retried after a later compaction)", db->path, s->dir);
   return rc;
 }
 

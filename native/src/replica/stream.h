@@ -20,6 +20,11 @@ int mw_stream_start(mw_db *db, char **pzErr);
 /* Emits what is durable and not yet emitted (the compactor's thread, and before every
 ** compaction: a compaction never passes the last epoch emitted). */
 int mw_stream_emit(mw_db *db);
+/* After a compaction to `epoch` (the file holds the state at it): when the level-0 files
+** written since the last snapshot outweigh the database, the file goes to level 9 as a
+** snapshot; then what the kept snapshots cover goes (mw_ltx_keep: the newest N snapshots
+** stay, with every level-0 file after the oldest of them). */
+int mw_stream_compacted(mw_db *db, uint64_t epoch);
 /* The last epoch in the replica. */
 uint64_t mw_stream_emitted(mw_db *db);
 /* The TXID of an epoch of this life (0: before the stream's start, or no stream). */

@@ -55,6 +55,7 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
   o->engine = 1;
   o->readcheck = 1;
   o->log_max_bytes = (uint64_t)64 << 20;
+  o->ltx_keep = 2;
   *pzErr = 0;
   for (int i = 0;; i++) {
     const char *key = sqlite3_uri_key(zName, i);
@@ -88,6 +89,9 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
     } else if (!strcmp(key, "mw_ltx_dir")) {
       if (v == 0 || v[0] == 0) goto bad_value;
       o->ltx_dir = v;
+    } else if (!strcmp(key, "mw_ltx_keep")) {
+      if (!parse_uint(v, 0, 1000, &u)) goto bad_value;
+      o->ltx_keep = (int)u;
     } else {
       *pzErr = sqlite3_mprintf("multiwriter: unknown URI parameter '%s'", key);
       return SQLITE_ERROR;
