@@ -45,6 +45,29 @@ function l0Files(dir: string): string[] {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const child = fileURLToPath(new URL("./fixtures/replica-child.ts", import.meta.url));
+const childArgs = (...rest: string[]) => {
+  const [path, ...more] = rest;
+  return runtime === "bun" ? [child, path, "replica", ...more] : ["run", "-A", child, path, "replica", ...more];
+};
+
+/** Runs the child to its end (or kills it after killMs); the ids it acknowledged. */
+async function runChild(args: string[], killMs?: number): Promise<number[]> {
+  const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
+  let text = "";
+  proc.stdout!.on("data", (b: Buffer) => text += b.toString());
+  const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
+  if (killMs !== undefined) {
+    const started = Date.now();
+    while (!text.includes("ready") && Date.now() - started < 30_000) await sleep(10);
+    await sleep(killMs);
+    proc.kill("SIGKILL");
+    await exited;
+  } else {
+    expect(await exited).toBe(0);
+  }
+  return [...text.matchAll(/ack (\d+)/g)].map((m) => Number(m[1]));
+}
 
 describe.skipIf(skip !== "")("the replica stream, read by Litestream 0.5.17", () => {
   it("8 Workers write; restore gives the source, byte for byte", async () => {
@@ -182,19 +205,9 @@ describe.skipIf(skip !== "")("the replica stream, read by Litestream 0.5.17", ()
       const dir = tempDir();
       const path = join(dir, "k.db");
       const rep = join(dir, "replica");
-      const child = fileURLToPath(new URL("./fixtures/replica-child.ts", import.meta.url));
       let acked = 0;
       for (let round = 0; round < 3; round++) {
-        const args = runtime === "bun" ? [child, path, "replica", sync] : ["run", "-A", child, path, "replica", sync];
-        const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
-        let text = "";
-        proc.stdout!.on("data", (b: Buffer) => text += b.toString());
-        const started = Date.now();
-        while (!text.includes("ready") && Date.now() - started < 30_000) await sleep(10);
-        await sleep(300 + 200 * round);
-        proc.kill("SIGKILL");
-        await new Promise((r) => proc.once("exit", r));
-        const ids = [...text.matchAll(/ack (\d+)/g)].map((m) => Number(m[1]));
+        const ids = await runChild(childArgs(path, sync), 300 + 200 * round);
         expect(ids.length).toBeGreaterThan(0);
         acked = Math.max(acked, ...ids);
       }
@@ -210,6 +223,31 @@ describe.skipIf(skip !== "")("the replica stream, read by Litestream 0.5.17", ()
       console.log(`replica: 3 writers killed (synchronous=${sync}), ${acked} acknowledged commits, all restored`);
     }, 180_000);
   }
+
+  it("4 processes (processes: true) stream one replica; one killed; restore gives the file", async () => {
+    const dir = tempDir();
+    const path = join(dir, "mp.db");
+    const rep = join(dir, "replica");
+    const setup = new Database(path, { ltxDir: "replica" });
+    setup.exec("CREATE TABLE acked(id INTEGER PRIMARY KEY, body BLOB)");
+    setup.close();
+    const runs = [
+      runChild(childArgs(path, "full", "processes", "1500")),
+      runChild(childArgs(path, "normal", "processes", "1500")),
+      runChild(childArgs(path, "full", "processes", "1500")),
+      runChild(childArgs(path, "full", "processes"), 700),
+    ];
+    const acked = (await Promise.all(runs)).flat();
+    expect(acked.length).toBeGreaterThan(0);
+    // The last close (a process of its own, as a server's last process would be).
+    await runChild(childArgs(path, "full", "processes", "10"));
+    const out = restored(rep);
+    expect(sql(out, "PRAGMA integrity_check")).toBe("ok");
+    const ids = new Set(sql(out, "SELECT id FROM acked").split("\n").map(Number));
+    expect(acked.filter((id) => !ids.has(id))).toEqual([]);
+    expect(dump(out)).toBe(dump(path));
+    console.log(`replica: 4 processes (one killed), ${acked.length} acknowledged commits, all restored`);
+  }, 180_000);
 
   it("a gap or a flipped byte in the replica is refused by litestream restore", () => {
     const dir = tempDir();
@@ -263,11 +301,11 @@ describe.skipIf(skip !== "")("the replica stream, read by Litestream 0.5.17", ()
 });
 
 describe("ltxDir: bad input", () => {
-  it("is refused with processes: true, and when empty", () => {
+  it("is refused when empty or not a string, and ltxKeep out of range", () => {
     const dir = tempDir();
-    expect(() => new Database(join(dir, "a.db"), { ltxDir: "r", processes: true })).toThrow(/mw_ltx_dir.*mw_mp=1/);
     expect(() => new Database(join(dir, "b.db"), { ltxDir: "" })).toThrow(/mw_ltx_dir/);
-    expect(existsSync(join(dir, "r"))).toBe(false);
+    expect(() => new Database(join(dir, "c.db"), { ltxDir: 5 as unknown as string })).toThrow(/ltxDir/);
+    expect(() => new Database(join(dir, "d.db"), { ltxDir: "r", ltxKeep: -1 })).toThrow(/ltxKeep/);
   });
 
   it("every connection of a database names the same replica", () => {

@@ -18,6 +18,9 @@
 **  - kill: a forked writer is killed with SIGKILL at a random moment, 4 times; each
 **    reopen recovers the log and the stream goes on without a gap; every commit the
 **    writer acknowledged is in the replica.
+**  - processes: 3 processes with mw_mp=1 (one with synchronous=NORMAL, one killed with
+**    SIGKILL halfway) and a fourth that stays open and closes last: one stream for all
+**    of them, without a gap; a process that names no replica or another one is refused.
 ** test/replica.test.ts has the same with the real `litestream restore`. */
 #include "test_engine_util.h"
 #include "replica/ltx.h"
@@ -412,6 +415,83 @@ static void on_log(void *arg, int code, const char *msg) {
   if (strstr(msg, "multiwriter")) fprintf(stderr, "log %d: %s\n", code, msg);
 }
 
+/* ---------------------------------------------------------------- processes */
+
+static void mp_writer(const char *path, int id, int ms) {
+  sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=1&mw_ltx_dir=rep");
+  if (id == 1) tu_exec(db, "PRAGMA synchronous=NORMAL");
+  uint64_t until = now_ms() + (uint64_t)ms;
+  for (int i = 0; now_ms() < until; i++) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "INSERT INTO p(w, i, b) VALUES (%d, %d, randomblob(%d))", id, i,
+             100 + (i * 97) % 1800);
+    for (;;) {
+      int rc = sqlite3_exec(db, sql, 0, 0, 0);
+      if (rc == SQLITE_OK) break;
+      if ((rc & 0xff) != SQLITE_BUSY) _exit(4);
+    }
+  }
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+}
+
+/* The open's result code of another process naming params (0: opened). */
+static int open_elsewhere(const char *path, const char *params) {
+  fflush(stdout);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    char uri[600];
+    snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter&%s", path, params);
+    sqlite3 *db = 0;
+    int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, 0);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "SELECT count(*) FROM p", 0, 0, 0);
+    sqlite3_close(db);
+    _exit(rc & 0xff);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+static void processes(const char *dir) {
+  char path[300], rep[320];
+  snprintf(path, sizeof path, "%s/mp.db", dir);
+  snprintf(rep, sizeof rep, "%s/rep", dir);
+  sqlite3 *setup = tu_open(path, "mw_ltx_dir=rep");
+  tu_exec(setup, "CREATE TABLE p(id INTEGER PRIMARY KEY, w INT, i INT, b BLOB)");
+  CHECK_RC(sqlite3_close(setup), SQLITE_OK);
+  fflush(stdout);
+  pid_t pids[3];
+  for (int k = 0; k < 3; k++) {
+    pids[k] = fork();
+    CHECK(pids[k] >= 0);
+    if (pids[k] == 0) {
+      mp_writer(path, k, 1500);
+      _exit(0);
+    }
+  }
+  usleep(200000);
+  sqlite3 *holder = tu_open(path, "mw_mp=1&mw_log_max_mb=1&mw_ltx_dir=rep");
+  CHECK(open_elsewhere(path, "mw_mp=1") == SQLITE_CANTOPEN);
+  CHECK(open_elsewhere(path, "mw_mp=1&mw_ltx_dir=elsewhere") == SQLITE_CANTOPEN);
+  usleep(500000);
+  kill(pids[0], SIGKILL);
+  for (int k = 0; k < 3; k++) {
+    int st = 0;
+    CHECK(waitpid(pids[k], &st, 0) == pids[k]);
+    CHECK(k == 0 ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  tu_exec(holder, "INSERT INTO p(w, i, b) VALUES (9, 0, randomblob(10))");
+  int64_t rows = tu_int(holder, "SELECT count(*) FROM p");
+  CHECK_RC(sqlite3_close(holder), SQLITE_OK);
+  int snapshots = 0, files = 0;
+  uint64_t last = check_replica_counts(path, rep, &snapshots, &files);
+  printf("test_replica_stream: processes: 3 writers (one killed) and a holder, %lld rows, %llu "
+         "TXIDs in %d level-0 files and %d snapshots: one stream, the file rebuilt byte for "
+         "byte; a process naming no replica or another one refused\n", (long long)rows,
+         (unsigned long long)last, files, snapshots);
+}
+
 int main(void) {
   CHECK_RC(sqlite3_config(SQLITE_CONFIG_LOG, on_log, (void *)0), SQLITE_OK);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
@@ -427,6 +507,9 @@ int main(void) {
   snprintf(sub, sizeof sub, "%s/k", dir);
   CHECK(mkdir(sub, 0755) == 0);
   kill_rounds(sub);
+  snprintf(sub, sizeof sub, "%s/p", dir);
+  CHECK(mkdir(sub, 0755) == 0);
+  processes(sub);
   tu_rmdir();
   printf("test_replica_stream: ok\n");
   return 0;

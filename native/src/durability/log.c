@@ -605,8 +605,9 @@ uint64_t mw_log_txid_at(const mw_log *log, uint64_t base) {
 
 /* ---- reading committed records (the replica stream) -------------------------------- */
 
-int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_follow_fn lists,
-                        int (*images)(void *ctx, mw_log *log), void *ctx, uint64_t *pLast) {
+int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t durable_end, uint64_t max_bytes,
+                        mw_log_follow_fn lists, int (*images)(void *ctx, mw_log *log),
+                        void *ctx, uint64_t *pLast) {
   *pLast = after;
   /* No switch meanwhile (one compaction at a time holds cmp_mu): the descriptor, the
   ** shift and the offsets stay as read here, and so do the images' offsets until
@@ -614,7 +615,8 @@ int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t max_bytes, mw_log_
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
   int rc = log->error;
-  uint64_t durable = log->sync_mode ? log->synced_end : log->written_end;
+  uint64_t durable = durable_end ? durable_end : log->sync_mode ? log->synced_end : log->written_end;
+  if (durable > log->assigned_end) durable = log->assigned_end; /* the records it knows */
   uint64_t shift = log->shift, off = 0;
   mw_fd fd = log->fd;
   if (rc == SQLITE_OK && after < log->base) rc = SQLITE_NOTFOUND; /* compacted already */

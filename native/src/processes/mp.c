@@ -65,6 +65,7 @@
 #define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193
+#define LOCK_STREAM 8194         /* the replica stream's emitter (one process at a time) */
 #define LOCK_SLOT0 8448          /* + slot */
 
 typedef struct shm_hdr {
@@ -105,6 +106,13 @@ typedef struct shm_hdr {
   uint32_t grow_zero;
   /* The log's spare ("the spare of the log" below). */
   uint64_t switched_epoch;     /* the committed epoch when the last switch renamed */
+  /* The replica stream (replica/stream.c, "the replica stream" below). */
+  uint64_t ltx_dir_hash;       /* of its directory, 0: no stream (every process the same) */
+  uint64_t ltx_emitted;        /* the last epoch in the replica */
+  uint64_t ltx_l0_bytes;       /* level-0 bytes written since the last snapshot (about) */
+  uint64_t ltx_epoch0, ltx_txid0; /* the TXIDs: epoch0's state is TXID txid0 */
+  uint32_t ltx_pages;          /* the database's size at ltx_emitted */
+  uint32_t ltx_zero;
 } shm_hdr;
 
 struct mw_mp {
@@ -126,6 +134,7 @@ struct mw_mp {
   int grower_added;
   int64_t claims_zeroed;       /* claims zeroed by this process (atomic; statistics) */
   int64_t claims_now;          /* ... of which by a holder that needed the room at once */
+  mw_mutex stream_mu;          /* with LOCK_STREAM: one emitter */
   uint64_t stuck_epoch;        /* the oldest invisible record of another process, */
   uint64_t stuck_since;        /* seen not durable since (ns), under db->mu */
 };
@@ -1079,6 +1088,7 @@ int mw_mp_attach(mw_db *db, char **pzErr) {
   mw_mutex_init(&m->pub_mu);
   mw_mutex_init(&m->catch_mu);
   mw_mutex_init(&m->grow_mu);
+  mw_mutex_init(&m->stream_mu);
   db->mp = m;
   if (m->path == 0) return SQLITE_NOMEM;
   mw_mutex_lock(&m->join_mu);
@@ -1128,6 +1138,72 @@ int mw_mp_attach(mw_db *db, char **pzErr) {
 
 int mw_mp_is_first(mw_db *db) { return db->mp->first; }
 
+/* ---------------------------------------------------------------- the replica stream */
+
+/* One stream per database (replica/stream.c): every process names the same directory
+** (its hash in the header), the last epoch in the replica is shared, and one process at
+** a time writes (LOCK_STREAM, tried at each tick: whichever process gets it is due). */
+int mw_mp_stream_join(mw_db *db, uint64_t dir_hash, uint64_t *pEpoch0, uint64_t *pTxid0,
+                      uint64_t *pEmitted, uint32_t *pPages, char **pzErr) {
+  mw_mp *m = db->mp;
+  shm_hdr *h = m->hdr;
+  if (m->first) {
+    h->ltx_dir_hash = dir_hash;
+    h->ltx_epoch0 = *pEpoch0;
+    h->ltx_txid0 = *pTxid0;
+    __atomic_store_n(&h->ltx_emitted, *pEmitted, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->ltx_pages, *pPages, __ATOMIC_RELEASE);
+    h->ltx_l0_bytes = 0;
+    return SQLITE_OK;
+  }
+  if (h->ltx_dir_hash != dir_hash) {
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: %s is open in other processes %s: every process "
+                               "must name the same mw_ltx_dir (or none)", db->path,
+                               h->ltx_dir_hash ? "with another replica stream"
+                                               : "without a replica stream");
+    return SQLITE_CANTOPEN;
+  }
+  *pEpoch0 = h->ltx_epoch0;
+  *pTxid0 = h->ltx_txid0;
+  mw_mp_stream_state(db, pEmitted, pPages, 0);
+  return SQLITE_OK;
+}
+
+int mw_mp_stream_lock(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (!mw_mutex_trylock(&m->stream_mu)) return SQLITE_BUSY;
+  int rc = byte_lock(m->fd, LOCK_STREAM, F_WRLCK, 0);
+  if (rc != SQLITE_OK) mw_mutex_unlock(&m->stream_mu);
+  return rc;
+}
+
+void mw_mp_stream_unlock(mw_db *db) {
+  mw_mp *m = db->mp;
+  (void)byte_lock(m->fd, LOCK_STREAM, F_UNLCK, 0);
+  mw_mutex_unlock(&m->stream_mu);
+}
+
+void mw_mp_stream_state(mw_db *db, uint64_t *pEmitted, uint32_t *pPages, uint64_t *pDurable) {
+  shm_hdr *h = db->mp->hdr;
+  if (pEmitted) *pEmitted = __atomic_load_n(&h->ltx_emitted, __ATOMIC_ACQUIRE);
+  if (pPages) *pPages = __atomic_load_n(&h->ltx_pages, __ATOMIC_ACQUIRE);
+  if (pDurable) *pDurable = __atomic_load_n(&h->durable_end, __ATOMIC_ACQUIRE);
+}
+
+void mw_mp_stream_set(mw_db *db, uint64_t emitted, uint32_t pages, uint64_t l0_bytes) {
+  shm_hdr *h = db->mp->hdr;
+  __atomic_store_n(&h->ltx_pages, pages, __ATOMIC_RELEASE);
+  __atomic_store_n(&h->ltx_emitted, emitted, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&h->ltx_l0_bytes, l0_bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t mw_mp_stream_l0_bytes(mw_db *db, int reset) {
+  shm_hdr *h = db->mp->hdr;
+  return reset ? __atomic_exchange_n(&h->ltx_l0_bytes, 0, __ATOMIC_RELAXED)
+               : __atomic_load_n(&h->ltx_l0_bytes, __ATOMIC_RELAXED);
+}
+
 void mw_mp_log_options(mw_db *db, mw_log_options *lo) {
   mw_mp *m = db->mp;
   lo->shared = 1;
@@ -1161,6 +1237,12 @@ int mw_mp_joined(mw_db *db, char **pzErr) {
     memcpy(h->magic, SHM_MAGIC, 8);
   } else if (m->hdr->page_size != (uint32_t)db->page_size) {
     rc = SQLITE_CORRUPT;
+  } else if (m->hdr->ltx_dir_hash != 0 && db->stream == 0) {
+    /* The others stream to a replica: this process's commits would be in it too. */
+    if (pzErr && *pzErr == 0)
+      *pzErr = sqlite3_mprintf("multiwriter: %s is open in other processes with a replica "
+                               "stream: every process must name the same mw_ltx_dir", db->path);
+    rc = SQLITE_CANTOPEN;
   }
   for (int i = 0; rc == SQLITE_OK && i < MW_MP_SLOTS && m->slot < 0; i++) {
     int r = byte_lock(m->fd, LOCK_SLOT0 + i, F_WRLCK, 0);
@@ -1264,6 +1346,7 @@ void mw_mp_free(mw_db *db) {
   mw_mutex_destroy(&m->pub_mu);
   mw_mutex_destroy(&m->catch_mu);
   mw_mutex_destroy(&m->grow_mu);
+  mw_mutex_destroy(&m->stream_mu);
   sqlite3_free(m->path);
   free(m);
   db->mp = 0;
@@ -1296,6 +1379,21 @@ int mw_mp_wait_foreign(mw_db *db, uint64_t epoch, uint64_t start) {
   (void)db; (void)epoch; (void)start;
   return SQLITE_MISUSE;
 }
+int mw_mp_stream_join(mw_db *db, uint64_t dir_hash, uint64_t *pEpoch0, uint64_t *pTxid0,
+                      uint64_t *pEmitted, uint32_t *pPages, char **pzErr) {
+  (void)db; (void)dir_hash; (void)pEpoch0; (void)pTxid0; (void)pEmitted; (void)pPages;
+  (void)pzErr;
+  return SQLITE_MISUSE;
+}
+int mw_mp_stream_lock(mw_db *db) { (void)db; return SQLITE_MISUSE; }
+void mw_mp_stream_unlock(mw_db *db) { (void)db; }
+void mw_mp_stream_state(mw_db *db, uint64_t *pEmitted, uint32_t *pPages, uint64_t *pDurable) {
+  (void)db; (void)pEmitted; (void)pPages; (void)pDurable;
+}
+void mw_mp_stream_set(mw_db *db, uint64_t emitted, uint32_t pages, uint64_t l0_bytes) {
+  (void)db; (void)emitted; (void)pages; (void)l0_bytes;
+}
+uint64_t mw_mp_stream_l0_bytes(mw_db *db, int reset) { (void)db; (void)reset; return 0; }
 void mw_mp_mark_locked(mw_db *db, uint64_t before) { (void)db; (void)before; }
 int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) { (void)db; *pLimit = 0; return SQLITE_BUSY; }
 int mw_mp_compact_log(mw_db *db, uint64_t base) { (void)db; (void)base; return SQLITE_MISUSE; }

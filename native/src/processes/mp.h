@@ -42,6 +42,21 @@ int mw_mp_wait_durable(mw_db *db, uint64_t end);
 ** (FULL), waits for that sync too, since this one becomes visible after it, as a
 ** stock writer waits for the lock that a FULL writer holds through its sync. */
 int mw_mp_wait_foreign(mw_db *db, uint64_t epoch, uint64_t start);
+
+/* The replica stream across processes (replica/stream.c, mp.c "the replica stream").
+** join: the first process publishes the stream's directory (its hash), its TXIDs (the
+** state at epoch0 is TXID txid0), last epoch and size; a later one must name the same
+** directory (SQLITE_CANTOPEN, *pzErr, otherwise) and gets them. lock: tries to become the one emitter (SQLITE_BUSY: another process
+** or thread is); state: the shared last epoch, size at it and durable end of the log;
+** set: after a file, with its level-0 bytes; l0_bytes: those since the last snapshot
+** (reset: and starts again from 0). */
+int mw_mp_stream_join(mw_db *db, uint64_t dir_hash, uint64_t *pEpoch0, uint64_t *pTxid0,
+                      uint64_t *pEmitted, uint32_t *pPages, char **pzErr);
+int mw_mp_stream_lock(mw_db *db);
+void mw_mp_stream_unlock(mw_db *db);
+void mw_mp_stream_state(mw_db *db, uint64_t *pEmitted, uint32_t *pPages, uint64_t *pDurable);
+void mw_mp_stream_set(mw_db *db, uint64_t emitted, uint32_t pages, uint64_t l0_bytes);
+uint64_t mw_mp_stream_l0_bytes(mw_db *db, int reset);
 void mw_mp_mark_locked(mw_db *db, uint64_t before);
 void mw_mp_refresh(mw_db *db);
 /* The store's loader for the lazy versions of other processes' records (ctx: the

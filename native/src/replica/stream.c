@@ -12,6 +12,9 @@
 ** TXID) say whether the file is still the state the replica ends with; if not (another
 ** program wrote it, or no state was left), the file itself is written as the next
 ** TXID, whole, and at level 9 as a snapshot.
+** With mw_mp=1 there is one stream for all the processes (mp.c keeps its directory,
+** TXIDs and last epoch in the shared header): whichever process gets the emitter's
+** lock at its tick writes what every process made durable.
 **
 ** Owns: the mapping from epochs to TXIDs, the emission, the replica's state file.
 ** Never touches: SQLite, lanes, the store; the log only through its reads.
@@ -19,6 +22,7 @@
 #include "engine.h"
 #include "core/datafile.h"
 #include "durability/log.h"
+#include "processes/mp.h"
 #include "replica/ltx.h"
 #include "replica/stream.h"
 
@@ -259,6 +263,11 @@ static int size_of(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags,
 
 int mw_stream_start(mw_db *db, char **pzErr) {
   mw_stream *s = db->stream;
+  uint64_t hash = mw_ltx_crc64(0, s->dir, strlen(s->dir)) | 1;
+  if (db->mp && !mw_mp_is_first(db)) {
+    /* The first process of the database settled the stream: join it. */
+    return mw_mp_stream_join(db, hash, &s->epoch0, &s->txid0, &s->emitted, &s->pages, pzErr);
+  }
   uint64_t base = mw_log_base(db->log), last = db->visible;
   uint64_t t0 = mw_log_stream_txid(db->log), m = s->replica_max;
   uint32_t at_base = 0;
@@ -296,7 +305,7 @@ int mw_stream_start(mw_db *db, char **pzErr) {
     }
     size_ctx sz = { at_base };
     uint64_t got = 0;
-    rc = mw_log_read_durable(db->log, done - 1, 1, size_of, 0, &sz, &got);
+    rc = mw_log_read_durable(db->log, done - 1, 0, 1, size_of, 0, &sz, &got);
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
     s->emitted = done;
     s->pages = sz.pages;
@@ -307,7 +316,8 @@ int mw_stream_start(mw_db *db, char **pzErr) {
   }
   s->txid0 = t0;
   mw_log_set_stream_txid(db->log, t0);
-  return SQLITE_OK;
+  if (db->mp) rc = mw_mp_stream_join(db, hash, &s->epoch0, &s->txid0, &s->emitted, &s->pages, pzErr);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- emission */
@@ -441,23 +451,36 @@ int mw_stream_emit(mw_db *db) {
   mw_stream *s = db->stream;
   int rc = SQLITE_OK;
   mw_mutex_lock(&s->mu);
+  /* mw_mp=1: the process that gets the emitter's lock writes for all of them, from
+  ** where the last one stopped, up to what any of them made durable. */
+  uint64_t durable = 0;
+  if (db->mp) {
+    if (mw_mp_stream_lock(db) != SQLITE_OK) {
+      mw_mutex_unlock(&s->mu);
+      return SQLITE_OK; /* another process (or thread) is at it */
+    }
+    mw_mp_stream_state(db, &s->emitted, &s->pages, &durable);
+  }
   for (;;) {
     run r;
     memset(&r, 0, sizeof(r));
     r.page_size = db->page_size;
-    uint64_t before = s->emitted, last = before;
-    rc = mw_log_read_durable(db->log, s->emitted, RUN_BYTES, run_add, run_images, &r, &last);
+    uint64_t before = s->emitted, last = before, l0 = s->l0_bytes;
+    rc = mw_log_read_durable(db->log, s->emitted, durable, RUN_BYTES, run_add, run_images, &r,
+                             &last);
     if (rc == SQLITE_OK && last > s->emitted) {
       uint64_t lo = s->txid0 + (s->emitted + 1 - s->epoch0), hi = s->txid0 + (last - s->epoch0);
       rc = write_run(db, s, &r, lo, hi);
       if (rc == SQLITE_OK) {
         __atomic_store_n(&s->emitted, last, __ATOMIC_RELEASE);
         s->pages = r.pages;
+        if (db->mp) mw_mp_stream_set(db, last, r.pages, s->l0_bytes - l0);
       }
     }
     run_free(&r);
     if (rc != SQLITE_OK || last == before) break;
   }
+  if (db->mp) mw_mp_stream_unlock(db);
   if (rc != SQLITE_OK && !s->warned) {
     s->warned = 1;
     sqlite3_log(rc, "multiwriter: the replica stream of %s into %s stopped (%s): it goes on "
@@ -470,6 +493,11 @@ int mw_stream_emit(mw_db *db) {
 }
 
 uint64_t mw_stream_emitted(mw_db *db) {
+  if (db->mp) {
+    uint64_t e = 0;
+    mw_mp_stream_state(db, &e, 0, 0);
+    return e;
+  }
   return __atomic_load_n(&db->stream->emitted, __ATOMIC_ACQUIRE);
 }
 
@@ -605,12 +633,14 @@ int mw_stream_compacted(mw_db *db, uint64_t epoch) {
   int rc = SQLITE_OK;
   uint64_t t = s->txid0 + (epoch - s->epoch0);
   uint64_t weight = (uint64_t)db->visible_size * (uint64_t)db->page_size;
-  if (s->keep > 0 && t > 0 && epoch <= s->emitted &&
-      s->l0_bytes >= (weight > SNAPSHOT_MIN ? weight : SNAPSHOT_MIN)) {
+  uint64_t l0 = db->mp ? mw_mp_stream_l0_bytes(db, 0) : s->l0_bytes;
+  if (s->keep > 0 && t > 0 && epoch <= mw_stream_emitted(db) &&
+      l0 >= (weight > SNAPSHOT_MIN ? weight : SNAPSHOT_MIN)) {
     rc = file_pages(db, &n);
     if (rc == SQLITE_OK && n > 0) rc = write_file_level(db, s, MW_LTX_LEVEL_SNAPSHOT, 1, t, n);
     if (rc == SQLITE_OK && n > 0) {
       s->l0_bytes = 0;
+      if (db->mp) (void)mw_mp_stream_l0_bytes(db, 1);
       rc = prune(s);
     }
   }

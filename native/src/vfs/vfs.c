@@ -103,11 +103,6 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
     return SQLITE_ERROR;
   }
   if (o->small && o->log_max_bytes > ((uint64_t)8 << 20)) o->log_max_bytes = (uint64_t)8 << 20;
-  if (o->ltx_dir && o->mp) {
-    *pzErr = sqlite3_mprintf("multiwriter: mw_ltx_dir (the replica stream) does not work with "
-                             "mw_mp=1 yet: stream from one process (threads or Workers)");
-    return SQLITE_ERROR;
-  }
   return SQLITE_OK;
 }
 
