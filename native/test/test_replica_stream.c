@@ -331,7 +331,7 @@ static void threads(const char *dir) {
          (long long)log, snapshots, files);
   /* Snapshots were written (mw_ltx_keep=1: the newest stays) and the level-0 files it
   ** covers pruned. */
-  CHECK(snapshots == 1 && first_l0 > 1);
+  CHECK(snapshots == 1 && (files == 0 || first_l0 > 1));
   /* Each compaction stops at the last epoch written, but compactions go on. */
   CHECK(compactions >= 2);
 }
@@ -436,9 +436,12 @@ static void kill_rounds(const char *dir) {
          "rebuilds the file\n", (long long)acked);
 }
 
+/* The stream says so when it stops on an error: none is expected here. */
+static volatile int stream_stops;
 static void on_log(void *arg, int code, const char *msg) {
   (void)arg;
   if (strstr(msg, "multiwriter")) fprintf(stderr, "log %d: %s\n", code, msg);
+  if (strstr(msg, "replica stream") && strstr(msg, "stopped")) stream_stops = 1;
 }
 
 /* ---------------------------------------------------------------- processes */
@@ -497,9 +500,10 @@ static void processes(const char *dir) {
     }
   }
   usleep(200000);
-  sqlite3 *holder = tu_open(path, "mw_mp=1&mw_log_max_mb=1&mw_ltx_dir=rep");
+  /* Forked before this process starts threads of its own (the holder's open). */
   CHECK(open_elsewhere(path, "mw_mp=1") == SQLITE_CANTOPEN);
   CHECK(open_elsewhere(path, "mw_mp=1&mw_ltx_dir=elsewhere") == SQLITE_CANTOPEN);
+  sqlite3 *holder = tu_open(path, "mw_mp=1&mw_log_max_mb=1&mw_ltx_dir=rep");
   usleep(500000);
   kill(pids[0], SIGKILL);
   for (int k = 0; k < 3; k++) {
@@ -518,24 +522,39 @@ static void processes(const char *dir) {
          (unsigned long long)last, files, snapshots);
 }
 
+/* Each case in a process of its own, forked from this one, which never opens a
+** database: the cases that fork writers then fork from a process without threads
+** (ThreadSanitizer and qemu-user refuse threads after a fork of a threaded process). */
+static void run_case(const char *dir, const char *name, void (*fn)(const char *)) {
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/%s", dir, name);
+  CHECK(mkdir(sub, 0755) == 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    fn(sub);
+    fflush(stdout);
+    _exit(stream_stops ? 5 : 0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    fprintf(stderr, "test_replica_stream: case %s failed\n", name);
+    CHECK(0);
+  }
+}
+
 int main(void) {
   CHECK_RC(sqlite3_config(SQLITE_CONFIG_LOG, on_log, (void *)0), SQLITE_OK);
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("replica");
-  threads(dir);
-  char sub[300];
-  snprintf(sub, sizeof sub, "%s/n", dir);
-  CHECK(mkdir(sub, 0755) == 0);
-  normal_writer(sub);
-  snprintf(sub, sizeof sub, "%s/l", dir);
-  CHECK(mkdir(sub, 0755) == 0);
-  lives(sub);
-  snprintf(sub, sizeof sub, "%s/k", dir);
-  CHECK(mkdir(sub, 0755) == 0);
-  kill_rounds(sub);
-  snprintf(sub, sizeof sub, "%s/p", dir);
-  CHECK(mkdir(sub, 0755) == 0);
-  processes(sub);
+  run_case(dir, "threads", threads);
+  run_case(dir, "normal", normal_writer);
+  run_case(dir, "lives", lives);
+  run_case(dir, "kill", kill_rounds);
+  run_case(dir, "processes", processes);
   tu_rmdir();
   printf("test_replica_stream: ok\n");
   return 0;

@@ -89,8 +89,10 @@ void mw_log_encode_record(const mw_log *log, unsigned char *buf, size_t len, uin
   put32(h + MW_REC_NPAGES, (uint32_t)npages);
   put64(h + MW_REC_EPOCH, epoch);
   put32(h + MW_REC_DBPAGES, db_pages);
-  /* A version-1 file carries no flags (a build of that version reads none). */
-  put32(h + MW_REC_FLAGS, log->version >= 2 ? flags & MW_REC_F_KNOWN : 0);
+  /* A version-1 file carries no flags (a build of that version reads none). The
+  ** version changes under the log's mutex at a switch, read here without it. */
+  uint32_t version = __atomic_load_n(&log->version, __ATOMIC_RELAXED);
+  put32(h + MW_REC_FLAGS, version >= 2 ? flags & MW_REC_F_KNOWN : 0);
   unsigned char *body = h + MW_REC_HDR_SIZE;
   for (int i = 0; i < npages; i++) {
     put32(body + body_pgno_at(log, (uint64_t)i), pgnos[i]);
@@ -162,7 +164,7 @@ static int is_zero_from(mw_fd fd, uint64_t from, uint64_t size, int *nonzero) {
 int mw_log_write_fresh(mw_log *log) {
   unsigned char h[MW_LOG_HDR_SIZE];
   log->features = MW_LOG_FEATURES;
-  log->version = MW_LOG_VERSION;
+  __atomic_store_n(&log->version, MW_LOG_VERSION, __ATOMIC_RELAXED);
   mw_log_build_header(h, log->page_size, log->base, log->salt, log->features, log->stream_txid);
   int rc = mw_file_truncate(log->fd, 0, 0);
   if (rc == SQLITE_OK) rc = mw_file_pwrite(log->fd, h, sizeof(h), 0, 0);
@@ -474,7 +476,7 @@ static int log_read_header(mw_log *log, int existed, int follow, uint64_t size, 
     log->base = get64(h + MW_LOG_HDR_BASE);
     log->salt = get64(h + MW_LOG_HDR_SALT);
     log->features = get32(h + MW_LOG_HDR_FEATURES);
-    log->version = version;
+    __atomic_store_n(&log->version, version, __ATOMIC_RELAXED);
     log->stream_txid = version >= 2 ? get64(h + MW_LOG_HDR_TXID) : 0;
   }
   return rc;
@@ -605,15 +607,22 @@ uint64_t mw_log_txid_at(const mw_log *log, uint64_t base) {
 
 /* ---- reading committed records (the replica stream) -------------------------------- */
 
+int mw_log_view_image(const mw_log_view *v, uint64_t at, unsigned char *buf) {
+  if (at < v->shift + MW_LOG_HDR_SIZE) return SQLITE_NOTFOUND;
+  int rc = mw_file_pread(v->fd, buf, (size_t)v->page_size, at - v->shift, 0);
+  return rc == SQLITE_IOERR_SHORT_READ ? SQLITE_IOERR_READ : rc;
+}
+
 int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t durable_end, uint64_t max_bytes,
-                        mw_log_follow_fn lists, int (*images)(void *ctx, mw_log *log),
+                        mw_log_follow_fn lists, int (*images)(void *ctx, const mw_log_view *v),
                         void *ctx, uint64_t *pLast) {
   *pLast = after;
-  /* No switch meanwhile (one compaction at a time holds cmp_mu): the descriptor, the
-  ** shift and the offsets stay as read here, and so do the images' offsets until
-  ** `images` returns. */
+  /* No switch meanwhile: this process's compaction holds cmp_mu, and the reopen after
+  ** another process's switch (mw_mp=1) waits for the reads in progress (`reading`). The
+  ** descriptor, the shift and the offsets stay as read here until the end. */
   mw_mutex_lock(&log->cmp_mu);
   mw_mutex_lock(&log->mu);
+  while (log->switching) mw_cond_wait(&log->cv, &log->mu);
   int rc = log->error;
   uint64_t durable = durable_end ? durable_end : log->sync_mode ? log->synced_end : log->written_end;
   if (durable > log->assigned_end) durable = log->assigned_end; /* the records it knows */
@@ -630,6 +639,7 @@ int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t durable_end, uint6
     if (lo < log->nidx && log->idx[lo].epoch == after + 1) off = log->idx[lo].off;
     else durable = 0; /* nothing after it yet */
   }
+  log->reading++;
   mw_mutex_unlock(&log->mu);
   rec_reader r = { 0 };
   uint64_t expect = after + 1, bytes = 0;
@@ -651,7 +661,11 @@ int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t durable_end, uint6
   }
   if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_IOERR_READ;
   mw_log_rec_reader_free(&r);
-  if (rc == SQLITE_OK && images && *pLast > after) rc = images(ctx, log);
+  mw_log_view v = { fd, shift, log->page_size };
+  if (rc == SQLITE_OK && images && *pLast > after) rc = images(ctx, &v);
+  mw_mutex_lock(&log->mu);
+  if (--log->reading == 0) wake_all(log);
+  mw_mutex_unlock(&log->mu);
   mw_mutex_unlock(&log->cmp_mu);
   return rc;
 }

@@ -203,14 +203,20 @@ int mw_log_read_image(mw_log *log, uint64_t at, unsigned char *buf);
 ** the durable prefix (synced; nothing a crash could take back: up to durable_end, or 0
 ** for this log's own durable end; mw_mp=1 gives the shared one), until about max_bytes of
 ** records were read: `lists` gets each (as mw_log_follow's callback: the logical offset
-** of each image); then `images` (if any) runs, and may read images with
-** mw_log_read_image, while no compaction can switch the file. *pLast: the last epoch
+** of each image); then `images` (if any) runs, and reads images with
+** mw_log_view_image(v, ...), while no compaction can switch the file. *pLast: the last epoch
 ** passed to `lists` (`after` when none). SQLITE_NOTFOUND when `after` is below the base
 ** (compacted away); SQLITE_CORRUPT when a durable record is not whole. A compaction
 ** waits for the call to end. */
+typedef struct mw_log_view {
+  mw_fd fd;
+  uint64_t shift;
+  int page_size;
+} mw_log_view;
 int mw_log_read_durable(mw_log *log, uint64_t after, uint64_t durable_end, uint64_t max_bytes,
-                        mw_log_follow_fn lists, int (*images)(void *ctx, mw_log *log),
+                        mw_log_follow_fn lists, int (*images)(void *ctx, const mw_log_view *v),
                         void *ctx, uint64_t *pLast);
+int mw_log_view_image(const mw_log_view *v, uint64_t at, unsigned char *buf);
 /* Multi-process mode, for the holder of the publication lock only (nobody writes past
 ** the assigned end meanwhile): when less than half a step of zeroed room is left past
 ** the assigned end, adds a step (zeros, synced, as a single-process log grows) so that

@@ -174,7 +174,7 @@ int mw_log_reopen_shared(mw_log *log, uint64_t shift) {
     fd = old;
     log->shift = shift;
     log->base = base;
-    log->version = MW_LOG_VERSION;
+    __atomic_store_n(&log->version, MW_LOG_VERSION, __ATOMIC_RELAXED);
     log->stream_txid = get64(h + MW_LOG_HDR_TXID); /* the stream's TXIDs from the new base */
     size_t keep = 0;
     while (keep < log->nidx && log->idx[keep].epoch <= base) keep++;

@@ -97,7 +97,7 @@ static int adopt_new_file_locked(mw_log *log, mw_fd tfd, uint64_t base, size_t k
   log->shift = new_shift;
   log->stream_txid = mw_log_txid_at(log, base);
   log->base = base;
-  log->version = MW_LOG_VERSION; /* the new file's header: this build's version */
+  __atomic_store_n(&log->version, MW_LOG_VERSION, __ATOMIC_RELAXED); /* the new file's header */
   log->alloc_end = alloc_end;
   if (w2 > log->synced_end) log->synced_end = w2; /* all of it was synced in the new file */
   memmove(log->idx, log->idx + keep, (log->nidx - keep) * sizeof(*log->idx));

@@ -297,6 +297,7 @@ int mw_ltx_publish(mw_ltx_writer *w) {
 
 typedef struct scan_ctx {
   const char *dir;             /* the level's directory */
+  int remove_unfinished;
   uint64_t max;
   int rc;
 } scan_ctx;
@@ -320,7 +321,7 @@ static int scan_entry(void *ctx, const char *name) {
   if (n == 37 && name[16] == '-' && !strcmp(name + 33, ".ltx") && hex16(name, &lo) &&
       hex16(name + 17, &hi)) {
     if (hi > s->max) s->max = hi;
-  } else if (n > 8 && !strcmp(name + n - 8, ".ltx.tmp")) {
+  } else if (s->remove_unfinished && n > 8 && !strcmp(name + n - 8, ".ltx.tmp")) {
     /* A file a crash left unpublished: never visible, never finished. */
     char *p = sqlite3_mprintf("%s/%s", s->dir, name);
     s->rc = p ? mw_file_delete(p, 0) : SQLITE_NOMEM;
@@ -363,12 +364,12 @@ int mw_ltx_remove(const char *dir, int level, uint64_t lo, uint64_t hi) {
   return rc;
 }
 
-int mw_ltx_scan(const char *dir, uint64_t *pMax) {
+int mw_ltx_scan(const char *dir, int remove_unfinished, uint64_t *pMax) {
   *pMax = 0;
   for (int level = 0; level <= 9; level++) {
     char *d = level_dir(dir, level);
     if (!d) return SQLITE_NOMEM;
-    scan_ctx s = { d, 0, SQLITE_OK };
+    scan_ctx s = { d, remove_unfinished, 0, SQLITE_OK };
     int rc = mw_dir_list(d, scan_entry, &s, 0);
     sqlite3_free(d);
     if (rc == 1) rc = s.rc;

@@ -33,9 +33,10 @@ void mw_ltx_abandon(mw_ltx_writer *w);
 /* The page holding byte 2^30 of the database, which SQLite never uses. */
 uint32_t mw_ltx_lock_page(int page_size);
 
-/* The highest TXID of any file of the replica (0: none), every level; removes the
-** temporary files a crash left behind. */
-int mw_ltx_scan(const char *dir, uint64_t *pMax);
+/* The highest TXID of any file of the replica (0: none), every level; with
+** remove_unfinished, removes the temporary files a crash left behind (never while another
+** process may be writing one). */
+int mw_ltx_scan(const char *dir, int remove_unfinished, uint64_t *pMax);
 
 /* Every published file of a level: fn(ctx, min, max) until it returns non-zero. */
 int mw_ltx_list(const char *dir, int level, int (*fn)(void *ctx, uint64_t lo, uint64_t hi),

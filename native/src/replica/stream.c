@@ -214,7 +214,9 @@ int mw_stream_open(mw_db *db, const char *dir, int have_log, uint64_t *pTxid, ch
   s->dir = resolve(db->path, dir);
   db->stream = s;
   if (!s->dir) return SQLITE_NOMEM;
-  int rc = mw_ltx_scan(s->dir, &s->replica_max);
+  /* With mw_mp=1 a later process leaves the temporary files alone: another process may
+  ** be writing one right now (the first process cleans up after a crash). */
+  int rc = mw_ltx_scan(s->dir, !db->mp || mw_mp_is_first(db), &s->replica_max);
   if (rc != SQLITE_OK) {
     set_err(pzErr, sqlite3_mprintf("multiwriter: cannot read the replica %s (%d)", s->dir, rc));
     return rc;
@@ -385,13 +387,13 @@ static int run_add(void *ctx, uint64_t epoch, uint32_t db_pages, uint32_t flags,
 }
 
 /* The last image of every page of the run (the log cannot switch meanwhile). */
-static int run_images(void *ctx, mw_log *log) {
+static int run_images(void *ctx, const mw_log_view *v) {
   run *r = ctx;
   r->img = malloc((size_t)(r->count ? r->count : 1) * (size_t)r->page_size);
   if (!r->img) return SQLITE_NOMEM;
   int rc = SQLITE_OK;
   for (uint32_t i = 0; i < r->count && rc == SQLITE_OK; i++)
-    rc = mw_log_read_image(log, r->at[r->order[i]], r->img + (size_t)i * (size_t)r->page_size);
+    rc = mw_log_view_image(v, r->at[r->order[i]], r->img + (size_t)i * (size_t)r->page_size);
   return rc;
 }
 
@@ -515,6 +517,9 @@ int mw_stream_closed(mw_db *db) {
   uint32_t n = 0;
   uint64_t crc = 0;
   int rc = SQLITE_OK;
+  /* Alone now: the temporary files that a process killed while writing left go. */
+  uint64_t max = 0;
+  (void)mw_ltx_scan(s->dir, 1, &max);
   if (emitted != db->visible) return SQLITE_OK; /* the next open writes the file whole */
   rc = file_pages(db, &n);
   if (rc == SQLITE_OK) rc = file_checksum(db, n, &crc);
@@ -628,11 +633,13 @@ static int prune(mw_stream *s) {
 
 int mw_stream_compacted(mw_db *db, uint64_t epoch) {
   mw_stream *s = db->stream;
+  mw_mutex_lock(&db->mu);
+  uint64_t weight = (uint64_t)db->visible_size * (uint64_t)db->page_size;
+  mw_mutex_unlock(&db->mu);
   mw_mutex_lock(&s->mu);
   uint32_t n = 0;
   int rc = SQLITE_OK;
   uint64_t t = s->txid0 + (epoch - s->epoch0);
-  uint64_t weight = (uint64_t)db->visible_size * (uint64_t)db->page_size;
   uint64_t l0 = db->mp ? mw_mp_stream_l0_bytes(db, 0) : s->l0_bytes;
   if (s->keep > 0 && t > 0 && epoch <= mw_stream_emitted(db) &&
       l0 >= (weight > SNAPSHOT_MIN ? weight : SNAPSHOT_MIN)) {
