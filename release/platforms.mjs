@@ -11,10 +11,19 @@
 //   TS suite  vitest under the target's own Bun and Deno binaries (ts-emulated.mjs)
 // The host row's C tests and TS suite are `npm test`, which .ci/run runs before this.
 // Needs zig-out/release (release/check.mjs or `zig build release`).
+// After the builds, the runs go in two lanes at once: the C tests of linux-arm64-gnu then
+// linux-arm64-musl (each as before: `zig build test`, two programs at a time); and the TS
+// suite under qemu (Bun, then Deno), the C tests of linux-x64-musl, the host's smoke and
+// Wine. The emulated C tests spend most of their time waiting (syncs, sleeps, child
+// processes: about 40% of the 2 cores used when a target runs alone), so the TS suite,
+// which runs one file at a time, takes the idle core. Two lanes, not more: some tests
+// check latencies (test_engine_turn_cross: no transaction held 250 ms), which a
+// machine loaded far beyond its cores breaks. Each run's output is printed whole when it
+// ends. MW_PLATFORMS_SERIAL=1 runs everything one after the other.
 //   node release/platforms.mjs [--require-all] [--no-ts]
 //   --require-all  a cell that cannot run because a tool is missing fails instead of
 //                  being skipped (CI installs every tool: .ci/run)
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -84,23 +93,55 @@ const set = (target, col, state, text) => ((cells[target] ??= {})[col] = { state
 const unavailable = (target, col, why) => set(target, col, requireAll ? "fail" : "skip", why);
 const timings = [];
 
+const show = (cmd, cmdArgs) => [cmd, ...cmdArgs].map((a) => a.replace(repo + "/", "")).join(" ");
+const printOut = (out) => process.stdout.write(out.length > 20000 ? `…${out.slice(-20000)}` : out);
 function run(label, cmd, cmdArgs, env = {}, cwd = repo) {
-  console.log(`\n== ${label}: ${[cmd, ...cmdArgs].map((a) => a.replace(repo + "/", "")).join(" ")}`);
+  console.log(`\n== ${label}: ${show(cmd, cmdArgs)}`);
   const t0 = performance.now();
   const r = spawnSync(cmd, cmdArgs, { cwd, env: { ...process.env, ...env }, encoding: "utf8", maxBuffer: 1 << 28 });
   const secs = (performance.now() - t0) / 1000;
   const out = (r.stdout ?? "") + (r.stderr ?? "");
-  process.stdout.write(out.length > 20000 ? `…${out.slice(-20000)}` : out);
+  printOut(out);
   timings.push([label, secs]);
   return { ok: r.status === 0, out, secs, why: r.error ? r.error.message : `exit ${r.status ?? r.signal}` };
+}
+/** run() for the lanes: the output is kept and printed in one piece when the run ends. */
+function runAsync(label, cmd, cmdArgs, env = {}, cwd = repo) {
+  console.log(`\n== started: ${label}`);
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(cmd, cmdArgs, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const chunks = [];
+    child.stdout.on("data", (d) => chunks.push(d));
+    child.stderr.on("data", (d) => chunks.push(d));
+    let error = null;
+    child.on("error", (e) => (error = e));
+    child.on("close", (code, signal) => {
+      const secs = (performance.now() - t0) / 1000;
+      const out = Buffer.concat(chunks).toString("utf8");
+      console.log(`\n== ${label} (${secs.toFixed(0)} s): ${show(cmd, cmdArgs)}`);
+      printOut(out);
+      timings.push([label, secs]);
+      resolve({ ok: code === 0 && !error, out, secs, why: error ? error.message : `exit ${code ?? signal}` });
+    });
+  });
 }
 const secs = (s) => `${s.toFixed(0)} s`;
 /** Runs a program built for a Linux target through its runner (qemu-user or none). */
 function runOn(target, label, program, programArgs) {
   const r = runners[target];
   const argv = [...(r.dynamicPrefix ?? r.prefix), program, ...programArgs];
-  return run(label, argv[0], argv.slice(1), r.env);
+  return runAsync(label, argv[0], argv.slice(1), r.env);
 }
+/** Runs the lanes (async functions) at once, or one after the other with MW_PLATFORMS_SERIAL=1. */
+async function lanes(...fns) {
+  if (process.env.MW_PLATFORMS_SERIAL === "1") {
+    for (const f of fns) await f();
+  } else {
+    await Promise.all(fns.map((f) => f()));
+  }
+}
+const t0 = performance.now();
 const passedCount = (out) => /(\d+) passed/.exec(out)?.[1] ?? "?";
 
 // ---------------------------------------------------------------- built
@@ -132,18 +173,27 @@ set("linux-x64-gnu", "C tests", "ok", `${programs}/${programs} in npm test`);
 set("linux-x64-gnu", "TS suite", "ok", "Bun, Deno in npm test");
 
 const testPrograms = run("test programs for the emulated targets", node, ["scripts/zig.mjs", "build", "emulated-tests", "--summary", "none"]);
-for (const target of Object.keys(zigTriple)) {
-  const why = missing(target);
-  if (why) {
-    unavailable(target, "C tests", why);
-    unavailable(target, "smoke", why);
-    continue;
+const hostPrograms = run("host test programs", node, ["scripts/zig.mjs", "build", "release-tests", "--summary", "none"]);
+// What each Linux target lacks (this fetches musl's loaders), before the lanes start.
+const why = Object.fromEntries(Object.keys(zigTriple).map((target) => [target, missing(target)]));
+
+/** The C tests of one Linux target, its platform_test and the smoke of its released library. */
+async function linuxTarget(target) {
+  if (why[target]) {
+    unavailable(target, "C tests", why[target]);
+    unavailable(target, "smoke", why[target]);
+    return;
   }
   const r = runners[target];
   const zigArgs = ["scripts/zig.mjs", "build", "test", `-Dtarget=${zigTriple[target]}`, "--summary", "all"];
   if (r.how === "qemu") zigArgs.push("-fqemu");
   if (TARGETS[target].libc === "glibc") zigArgs.push("--glibc-runtimes", "/usr");
-  const t = run(`C tests ${target}`, node, zigArgs);
+  const t = await runAsync(`C tests ${target}`, node, zigArgs);
+  if (!t.ok) {
+    // The failing programs' own lines (the summary tree may push them out of the tail).
+    const lines = t.out.split("\n").filter((l) => /CHECK failed|CHECK_RC|FAIL|error:|Assertion|panic|signal/.test(l));
+    console.log(`C tests ${target}: the error lines (at most 40)\n${lines.slice(0, 40).join("\n")}`);
+  }
   const passedSet = new Set([...t.out.matchAll(/run (test_\w+) success/g)].map((m) => m[1]));
   const passed = passedSet.size;
   // The failing programs by name: the table is what survives of a long CI log.
@@ -151,24 +201,24 @@ for (const target of Object.keys(zigTriple)) {
   // platform.h's contract with the target's C library.
   const scratch = mkdtempSync(join(tmpdir(), "mw-platform-"));
   const exe = (name) => join(repo, "zig-out", "release-test", target, name);
-  const p = testPrograms.ok ? runOn(target, `platform_test ${target}`, exe("platform_test"), [scratch]) : { ok: false, out: "" };
+  const p = testPrograms.ok ? await runOn(target, `platform_test ${target}`, exe("platform_test"), [scratch]) : { ok: false, out: "" };
   const ok = t.ok && passed === programs && p.ok;
   const notPassed = failedNames.length ? ` (not passed: ${failedNames.join(" ")})` : "";
   set(target, "C tests", ok ? "ok" : "fail", `${passed}/${programs}${notPassed}${p.ok ? ` + platform_test ${passedCount(p.out)}` : " platform_test FAILED"} (${r.how}, ${secs(t.secs)})`);
   // The released library loaded at run time.
   const rel = (role) => join(releaseDir, target, TARGETS[target].files[role]);
-  const s = testPrograms.ok ? runOn(target, `library smoke ${target}`, exe("dll_smoke"), [rel("shared"), rel("extension"), scratch]) : { ok: false, out: "", why: "not built" };
+  const s = testPrograms.ok ? await runOn(target, `library smoke ${target}`, exe("dll_smoke"), [rel("shared"), rel("extension"), scratch]) : { ok: false, out: "", why: "not built" };
   set(target, "smoke", s.ok ? "ok" : "fail", s.ok ? `${passedCount(s.out)} checks (${r.how})` : `FAILED (${s.why})`);
   rmSync(scratch, { recursive: true, force: true });
 }
 
-// The host's smoke: the released library (not zig-out/lib) loaded by dll_smoke.
-{
+/** The host's smoke: the released library (not zig-out/lib) loaded by dll_smoke; Windows under Wine. */
+async function hostAndWindows() {
   const target = "linux-x64-gnu";
-  const b = run("host test programs", node, ["scripts/zig.mjs", "build", "release-tests", "--summary", "none"]);
+  const b = hostPrograms;
   const scratch = mkdtempSync(join(tmpdir(), "mw-smoke-"));
   const rel = (t, role) => join(releaseDir, t, TARGETS[t].files[role]);
-  const s = b.ok ? run("library smoke linux-x64-gnu", join(repo, "zig-out", "release-test", "dll_smoke"), [rel(target, "shared"), rel(target, "extension"), scratch]) : { ok: false, why: "not built", out: "" };
+  const s = b.ok ? await runAsync("library smoke linux-x64-gnu", join(repo, "zig-out", "release-test", "dll_smoke"), [rel(target, "shared"), rel(target, "extension"), scratch]) : { ok: false, why: "not built", out: "" };
   set(target, "smoke", s.ok ? "ok" : "fail", s.ok ? `${passedCount(s.out)} checks (native)` : `FAILED (${s.why})`);
 
   // Windows under Wine: platform.h's Windows implementation and the released DLLs.
@@ -181,20 +231,34 @@ for (const target of Object.keys(zigTriple)) {
     set(win, "smoke", "fail", "test programs not built");
   } else {
     const env = { WINEDEBUG: process.env.WINEDEBUG ?? "-all" };
-    const p = run("platform_test.exe (Wine)", "wine", ["zig-out/release-test/platform_test.exe", scratch], env);
+    const p = await runAsync("platform_test.exe (Wine)", "wine", ["zig-out/release-test/platform_test.exe", scratch], env);
     set(win, "C tests", p.ok ? "ok" : "fail", `${p.ok ? "" : "FAILED "}platform_test ${passedCount(p.out)} (Wine; the ${programs} programs are POSIX)`);
-    const w = run("dll_smoke.exe (Wine)", "wine", ["zig-out/release-test/dll_smoke.exe", rel(win, "shared"), rel(win, "extension"), scratch], env);
+    const w = await runAsync("dll_smoke.exe (Wine)", "wine", ["zig-out/release-test/dll_smoke.exe", rel(win, "shared"), rel(win, "extension"), scratch], env);
     set(win, "smoke", w.ok ? "ok" : "fail", w.ok ? `${passedCount(w.out)} checks (Wine)` : `FAILED (${w.why})`);
   }
   rmSync(scratch, { recursive: true, force: true });
 }
 
-// ---------------------------------------------------------------- TS suite
-if (withTs) {
-  for (const [target, result] of Object.entries(runEmulatedSuite({ repo, releaseDir, run, requireAll }))) {
+/** vitest under the emulated runtimes (ts-emulated.mjs). */
+async function tsSuite() {
+  if (!withTs) return;
+  for (const [target, result] of Object.entries(await runEmulatedSuite({ repo, releaseDir, run: runAsync, requireAll }))) {
     set(target, "TS suite", result.state, result.text);
   }
 }
+
+// ---------------------------------------------------------------- the lanes
+await lanes(
+  async () => {
+    await linuxTarget("linux-arm64-gnu");
+    await linuxTarget("linux-arm64-musl");
+  },
+  async () => {
+    await tsSuite();
+    await linuxTarget("linux-x64-musl");
+    await hostAndWindows();
+  },
+);
 
 // ---------------------------------------------------------------- what cannot run here
 const cannot = {
@@ -213,7 +277,7 @@ const line = (r) => r.map((s, i) => s.padEnd(widths[i])).join(" | ");
 console.log(`\n== platforms\n${line(["target", ...columns])}\n${widths.map((w) => "-".repeat(w)).join("-|-")}`);
 for (const r of rows) console.log(line(r));
 const failed = Object.entries(cells).flatMap(([t, cs]) => Object.entries(cs).filter(([, c]) => c.state === "fail").map(([c]) => `${t} ${c}`));
-const total = timings.reduce((a, [, s]) => a + s, 0);
+const total = (performance.now() - t0) / 1000;
 const all = Object.values(cells).flatMap((cs) => Object.values(cs));
 const count = (state) => all.filter((c) => c.state === state).length;
 console.log(`\n${failed.length ? `FAILED: ${failed.join(", ")}` : "every cell that runs here passed"} (${secs(total)})`);

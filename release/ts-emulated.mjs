@@ -47,13 +47,13 @@ export const NOT_EMULATED = {
 };
 
 /** Fetches one npm package at the lock file's version into dir and returns its folder. */
-function fetchPackage(repo, dir, name, log) {
+async function fetchPackage(repo, dir, name, log) {
   const lock = JSON.parse(readFileSync(join(repo, "package-lock.json"), "utf8")).packages[`node_modules/${name}`];
   if (!lock) throw new Error(`${name} is not in package-lock.json`);
   const tgz = join(dir, `${name.slice(1).replace("/", "-")}-${lock.version}.tgz`);
   const out = join(dir, `${name.slice(1).replace("/", "-")}-${lock.version}`);
   if (!existsSync(tgz)) {
-    const r = log(`npm pack ${name}`, "npm", ["pack", "--silent", "--pack-destination", dir, `${name}@${lock.version}`]);
+    const r = await log(`npm pack ${name}`, "npm", ["pack", "--silent", "--pack-destination", dir, `${name}@${lock.version}`]);
     if (!r.ok) throw new Error(`npm pack ${name}@${lock.version} failed`);
   }
   const [algo, want] = lock.integrity.split("-");
@@ -85,10 +85,11 @@ function makeProject(repo, releaseDir, dir) {
 }
 
 /**
- * Runs the suite and returns { [target]: { state, text } } for the table.
- * run(label, cmd, args, env) is release/platforms.mjs's logged spawn.
+ * Runs the suite and resolves to { [target]: { state, text } } for the table.
+ * run(label, cmd, args, env, cwd) is release/platforms.mjs's logged spawn (it returns a
+ * promise of { ok, out, why }).
  */
-export function runEmulatedSuite({ repo, releaseDir, run, requireAll }) {
+export async function runEmulatedSuite({ repo, releaseDir, run, requireAll }) {
   const results = {
     "linux-x64-musl": { state: "n/a", text: "Bun's musl build needs a musl libstdc++; Deno has none" },
     "linux-arm64-musl": { state: "n/a", text: "Bun's musl build needs a musl libstdc++; Deno has none" },
@@ -111,7 +112,7 @@ export function runEmulatedSuite({ repo, releaseDir, run, requireAll }) {
   mkdirSync(runtimes, { recursive: true });
   const bins = {};
   try {
-    for (const [key, p] of Object.entries(PACKAGES)) bins[key] = join(fetchPackage(repo, runtimes, p.name, run), p.bin);
+    for (const [key, p] of Object.entries(PACKAGES)) bins[key] = join(await fetchPackage(repo, runtimes, p.name, run), p.bin);
   } catch (e) {
     results[TARGET] = { state: "fail", text: `runtimes: ${e.message}` };
     return results;
@@ -141,7 +142,7 @@ export function runEmulatedSuite({ repo, releaseDir, run, requireAll }) {
     ["Bun", ["qemu-aarch64", bins.bun, "--bun", vitest], []],
     ["Deno", ["qemu-aarch64", bins.deno, "run", "-A", vitest], ["--dangerouslyIgnoreUnhandledErrors"]],
   ]) {
-    const r = run(`TS suite ${runtime} ${TARGET}`, argv[0], [...argv.slice(1), ...vitestArgs, ...extra], env, project);
+    const r = await run(`TS suite ${runtime} ${TARGET}`, argv[0], [...argv.slice(1), ...vitestArgs, ...extra], env, project);
     const filesPassed = Number(/Test Files\s+(\d+) passed/.exec(r.out)?.[1] ?? 0);
     // A file of one runtime only (dlopen-lock.test.ts is Bun's) is skipped by the other.
     const filesSkipped = Number(/Test Files\s+.*?(\d+) skipped/.exec(r.out)?.[1] ?? 0);

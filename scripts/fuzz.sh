@@ -8,6 +8,8 @@
 # Usage: scripts/fuzz.sh [seconds per target] [target ...]
 #   npm test runs it with 25 s per target; a longer run: scripts/fuzz.sh 1800
 # Env: CC (default clang), MW_FUZZ_JOBS (parallel fuzzing processes per target, default 1),
+#      MW_FUZZ_AT_ONCE (targets fuzzed at the same time, default nproc: each target still
+#      gets its own process and the whole time given),
 #      MW_FUZZ_SAVE=1 (merge the new inputs that add coverage into native/fuzz/corpus/,
 #      to commit after a long run).
 # Inputs found during a run go to zig-out/fuzz/corpus/<target>/ and are used again by the
@@ -62,33 +64,55 @@ fi
 cflags=(-O1 -g "${san[@]}" -fsanitize=fuzzer-no-link "${engine_flags[@]}"
         -Inative/include "${engine_includes[@]}" -Inative/sqlite)
 rm -f "$out"/obj/*.o
-for f in "${engine_srcs[@]}"; do
-  "$CC" "${cflags[@]}" -c "$f" -o "$out/obj/$(basename "$f" .c).o"
-done
+# The engine sources in parallel (one compile per core), then one program per target.
+export CC out
+export CFLAGS_STR="${cflags[*]}"
+printf '%s\n' "${engine_srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
+  'f="{}"; $CC $CFLAGS_STR -c "$f" -o "$out/obj/$(basename "$f" .c).o"'
 for t in "${targets[@]}"; do
   "$CC" "${cflags[@]}" -fsanitize=fuzzer "native/fuzz/$t.c" "$out"/obj/*.o "$out/sqlite3.o" \
-    -o "$out/bin/$t" -lpthread -lm -ldl
+    -o "$out/bin/$t" -lpthread -lm -ldl &
 done
+wait_all() { local rc=0 p; for p in $(jobs -p); do wait "$p" || rc=1; done; return $rc; }
+wait_all || { echo "fuzz.sh: building a target failed" >&2; exit 1; }
 echo "fuzz.sh: built ${#targets[@]} targets in $((SECONDS - t0)) s"
+
+# One target's run: its log in $out/<target>.log, its exit status in $out/<target>.rc.
+# Parallel workers (-jobs) write fuzz-<n>.log into their current folder: one per target.
+fuzz_one() {
+  local t="$1" rc=0
+  local work="$out/corpus/$t" dir="$out/run/$t"
+  local par=()
+  [ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
+  rm -rf "$dir" && mkdir -p "$dir"
+  (cd "$dir" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    "$root/$out/bin/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
+      "${par[@]}" -print_final_stats=1 -artifact_prefix="$root/$out/artifacts/$t-" \
+      "$root/$work" "$root/native/fuzz/corpus/$t") > "$out/$t.log" 2>&1 || rc=$?
+  [ "$jobs" -gt 1 ] && cat "$dir"/fuzz-*.log >> "$out/$t.log" 2>/dev/null
+  echo "$rc" > "$out/$t.rc"
+}
+
+# The targets, as many at a time as there are cores (each the whole $secs seconds).
+at_once="${MW_FUZZ_AT_ONCE:-$(nproc)}"
+running=0
+for t in "${targets[@]}"; do
+  mkdir -p "$out/corpus/$t"
+  rm -f "$out/$t.rc"
+  echo "fuzz.sh: $t for $secs s (seeds: $(ls "native/fuzz/corpus/$t" | wc -l), corpus: $(ls "$out/corpus/$t" | wc -l))"
+  fuzz_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$at_once" ]; then wait -n || true; running=$((running - 1)); fi
+done
+wait || true
 
 failed=()
 for t in "${targets[@]}"; do
   seeds="native/fuzz/corpus/$t"
   work="$out/corpus/$t"
-  mkdir -p "$work"
   log="$out/$t.log"
-  echo "fuzz.sh: $t for $secs s (seeds: $(ls "$seeds" | wc -l), corpus: $(ls "$work" | wc -l))"
-  rc=0
-  # Parallel workers (-jobs) write fuzz-<n>.log into the current folder: $out.
-  par=()
-  [ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
-  rm -f "$out"/fuzz-*.log
-  (cd "$out" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    "$root/$out/bin/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
-      "${par[@]}" -print_final_stats=1 -artifact_prefix="$root/$out/artifacts/$t-" \
-      "$root/$work" "$root/$seeds") > "$log" 2>&1 || rc=$?
-  [ "$jobs" -gt 1 ] && cat "$out"/fuzz-*.log >> "$log" 2>/dev/null
-  if [ "$rc" -ne 0 ] || grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
+  rc="$(cat "$out/$t.rc" 2>/dev/null || echo "no status")"
+  if [ "$rc" != 0 ] || grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
     echo "fuzz.sh: FAIL $t (exit $rc), see $log"
     grep -E -m 3 -A 25 'ERROR:|runtime error:|fuzz_[a-z]+: ' "$log" | head -80
     failed+=("$t")

@@ -6,11 +6,16 @@
 // The run also fails when a mutant's snippet is not found exactly once in its file, when
 // a mutant does not compile, or when a listed test fails without any mutant (baseline).
 //
-// The working tree is never changed: native/ is copied into zig-out/mutate/tree and the
-// copy is mutated (and restored after each mutant). The build uses `zig cc` directly,
-// with the flags of build.zig: sqlite3.c is compiled once (kept in zig-out/mutate/cache
-// between runs, like every object, by a hash of its source and flags), the engine
-// sources once each, and per mutant only the mutated file; each test is then linked.
+// The working tree is never changed: native/ is copied into zig-out/mutate/tree (and
+// tree-1, ... : one copy per mutant run at the same time) and a copy is mutated (and
+// restored after each mutant). The build uses `zig cc` directly, with the flags of
+// build.zig: the engine sources once each, and per mutant only the mutated file (kept in
+// zig-out/mutate/cache between runs by a hash of source and flags); each test is then
+// linked. SQLite is not mutated: its object is the one `zig build` put into
+// zig-out/lib/libmwsqlite3.a (the same sqlite3.c and flags of build.zig), taken from the
+// archive when it is newer than sqlite3.c and build.zig, else sqlite3.c is compiled once.
+// Mutants run two at a time (MW_MUTATE_WORKERS): the tests mostly wait (syncs, sleeps,
+// child processes), so a second one uses the core the first leaves idle.
 //
 // Usage: node scripts/mutate.mjs [--only id,id] [--list] [--no-baseline] [--check]
 //        --check: only checks that the mutants follow the code (every snippet once, every
@@ -20,9 +25,11 @@
 //        MW_MUTATE_TIMEOUT    seconds per test run (default 180; a test that runs past it
 //                             counts as failing: a hang kills the mutant)
 //        MW_MUTATE_JOBS       parallel compiles (default: number of CPUs)
+//        MW_MUTATE_WORKERS    mutants (and baseline tests) run at the same time (default 2;
+//                             1 runs them one after the other)
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { bootstrap, root } from "./bootstrap.mjs";
@@ -42,6 +49,7 @@ const baseline = !args.includes("--no-baseline");
 const scale = process.env.MW_TEST_SCALE ?? "0.25";
 const timeoutS = Number(process.env.MW_MUTATE_TIMEOUT ?? 180);
 const jobs = Number(process.env.MW_MUTATE_JOBS ?? availableParallelism());
+const workers = Math.max(1, Number(process.env.MW_MUTATE_WORKERS ?? 2));
 
 const mutants = only ? MUTANTS.filter((m) => only.includes(m.id)) : MUTANTS;
 if (only) for (const id of only) if (!MUTANTS.some((m) => m.id === id)) fail(`no mutant named ${id}`);
@@ -91,29 +99,42 @@ const engineDirs = zigList("engine_dirs").map((d) => d.slice("native/src".length
 
 const { zig } = bootstrap();
 const work = join(root, "zig-out", "mutate");
-const tree = join(work, "tree");
 const cache = join(work, "cache");
 const bin = join(work, "bin");
 mkdirSync(cache, { recursive: true });
 mkdirSync(bin, { recursive: true });
 
-// A fresh copy of native/ (sqlite3.c is only read, so it is compiled from the checkout).
-rmSync(tree, { recursive: true, force: true });
-for (const d of ["src", "include", "test"]) cpSync(join(root, "native", d), join(tree, "native", d), { recursive: true });
-// The tests run in the copy; test_processes also loads the extension into Debian's sqlite3
-// shell: zig-out/lib of the checkout (built by `zig build` before), unmutated, so only
-// its cases without the shell run the mutated engine.
+// A fresh copy of native/ per worker (sqlite3.c is only read, so it is compiled from the
+// checkout). The tests run in the copy; test_processes also loads the extension into
+// Debian's sqlite3 shell: zig-out/lib of the checkout (built by `zig build` before),
+// unmutated, so only its cases without the shell run the mutated engine.
 const extLib = join(root, "zig-out", "lib");
-if (existsSync(extLib)) cpSync(extLib, join(tree, "zig-out", "lib"), { recursive: true });
-const tsrc = join(tree, "native", "src");
-const ttest = join(tree, "native", "test");
-
-const includes = [
-  `-I${join(tree, "native", "include")}`,
-  `-I${tsrc}`,
-  `-I${join(root, "native", "sqlite")}`,
-  `-I${join(tree, "native", "test")}`,
-];
+function makeTree(i) {
+  const dir = join(work, i === 0 ? "tree" : `tree-${i}`);
+  rmSync(dir, { recursive: true, force: true });
+  for (const d of ["src", "include", "test"]) cpSync(join(root, "native", d), join(dir, "native", d), { recursive: true });
+  if (existsSync(extLib)) cpSync(extLib, join(dir, "zig-out", "lib"), { recursive: true });
+  const includes = [
+    `-I${join(dir, "native", "include")}`,
+    `-I${join(dir, "native", "src")}`,
+    `-I${join(root, "native", "sqlite")}`,
+    `-I${join(dir, "native", "test")}`,
+  ];
+  return {
+    dir,
+    src: join(dir, "native", "src"),
+    test: join(dir, "native", "test"),
+    include: join(dir, "native", "include"),
+    cflags: ["-O2", ...engineFlags, ...includes],
+    bin: join(bin, i === 0 ? "mutant" : `mutant-${i}`),
+  };
+}
+for (const old of readdirSync(work)) if (/^tree-\d+$/.test(old)) rmSync(join(work, old), { recursive: true, force: true });
+const trees = Array.from({ length: Math.min(workers, Math.max(1, mutants.length)) }, (_, i) => makeTree(i));
+const [tree0] = trees;
+// The copies differ only in their folder: object keys name it <tree>, so that an object
+// compiled in one copy serves them all.
+const treeRe = new RegExp(`${work.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/tree(-\\d+)?`, "g");
 const headersOf = (dir) => readdirSync(dir).filter((f) => f.endsWith(".h")).sort()
   .map((f) => readFileSync(join(dir, f), "utf8")).join("\0");
 const sha = (...parts) => {
@@ -157,7 +178,7 @@ function run(cmd, argv, options = {}) {
 
 // Compiles one C file into the cache (by a hash of everything that goes into it).
 async function compile(label, file, flags, extraKey) {
-  const key = sha(label, flags.join(" "), readFileSync(file), extraKey);
+  const key = sha(label, flags.join(" ").replace(treeRe, "<tree>"), readFileSync(file), extraKey);
   const obj = join(cache, `${label}-${key}.o`);
   if (existsSync(obj)) return obj;
   const tmp = `${obj}.tmp${process.pid}`;
@@ -180,13 +201,12 @@ async function parallel(items, fn) {
   return results;
 }
 
-const engineCFlags = ["-O2", ...engineFlags, ...includes];
-const srcHeaders = () => engineDirs.map((d) => headersOf(join(tsrc, d))).join("\0") +
-  headersOf(join(tree, "native", "include"));
+const srcHeaders = (tree) => engineDirs.map((d) => headersOf(join(tree.src, d))).join("\0") +
+  headersOf(tree.include);
 
-async function compileEngine(names) {
-  const hdr = srcHeaders();
-  const objs = await parallel(names, (f) => compile(`src-${f.replaceAll("/", "-")}`, join(tsrc, f), engineCFlags, hdr));
+async function compileEngine(names, tree) {
+  const hdr = srcHeaders(tree);
+  const objs = await parallel(names, (f) => compile(`src-${f.replaceAll("/", "-")}`, join(tree.src, f), tree.cflags, hdr));
   for (let i = 0; i < objs.length; i++) if (objs[i].error) return { error: `${names[i]}:\n${objs[i].error}` };
   return Object.fromEntries(names.map((f, i) => [f, objs[i]]));
 }
@@ -194,25 +214,47 @@ async function compileEngine(names) {
 const t0 = Date.now();
 const secs = () => ((Date.now() - t0) / 1000).toFixed(0);
 
-console.log(`mutate: ${mutants.length} mutants, MW_TEST_SCALE=${scale}, ${timeoutS} s per test`);
+console.log(`mutate: ${mutants.length} mutants, MW_TEST_SCALE=${scale}, ${timeoutS} s per test, ${trees.length} at a time`);
+
+// SQLite's object from the archive `zig build` wrote (the same sqlite3.c and build.zig
+// flags), when the archive is newer than both; null when it is not there or older.
+function sqliteFromBuild() {
+  const lib = join(root, "zig-out", "lib", "libmwsqlite3.a");
+  if (!existsSync(lib)) return null;
+  const built = statSync(lib).mtimeMs;
+  if (["native/sqlite/sqlite3.c", "build.zig"].some((f) => statSync(join(root, f)).mtimeMs > built)) return null;
+  const list = spawnSync(zig, ["ar", "t", lib], { encoding: "utf8" });
+  const member = (list.stdout ?? "").split("\n").find((l) => /(^|\/)sqlite3\.o$/.test(l.trim()))?.trim();
+  if (list.status !== 0 || !member) return null;
+  const r = spawnSync(zig, ["ar", "p", lib, member], { maxBuffer: 1 << 30 });
+  if (r.status !== 0 || !r.stdout?.length) return null;
+  const obj = join(cache, `sqlite3-zig-build-${sha(r.stdout)}.o`);
+  if (!existsSync(obj)) {
+    writeFileSync(`${obj}.tmp${process.pid}`, r.stdout);
+    renameSync(`${obj}.tmp${process.pid}`, obj);
+  }
+  return obj;
+}
 const sqliteCFlags = ["-O2", ...sqliteFlags, ...posixFlags, `-I${join(root, "native", "sqlite")}`];
-const sqliteObj = await compile("sqlite3", join(root, "native", "sqlite", "sqlite3.c"), sqliteCFlags, "");
-if (sqliteObj.error) fail(`sqlite3.c does not compile:\n${sqliteObj.error}`);
-
+const fromBuild = sqliteFromBuild();
 const srcFiles = engineDirs.flatMap((d) =>
-  readdirSync(join(tsrc, d)).filter((f) => f.endsWith(".c")).map((f) => (d ? `${d}/${f}` : f))).sort();
-const baseObjs = await compileEngine(srcFiles);
-if (baseObjs.error) fail(`the engine does not compile:\n${baseObjs.error}`);
-
+  readdirSync(join(tree0.src, d)).filter((f) => f.endsWith(".c")).map((f) => (d ? `${d}/${f}` : f))).sort();
 const testNames = [...new Set(mutants.flatMap((m) => m.tests))].sort();
-const testHdr = headersOf(ttest) + srcHeaders();
+const testHdr = headersOf(tree0.test) + srcHeaders(tree0);
+// sqlite3.c (when compiled) beside the engine and the tests: the compiles share the cores.
+const [sqliteObj, baseObjs, tres] = await Promise.all([
+  fromBuild ?? compile("sqlite3", join(root, "native", "sqlite", "sqlite3.c"), sqliteCFlags, ""),
+  compileEngine(srcFiles, tree0),
+  parallel(testNames, (t) => compile(`test-${t}`, join(tree0.test, `${t}.c`), tree0.cflags, testHdr)),
+]);
+if (sqliteObj.error) fail(`sqlite3.c does not compile:\n${sqliteObj.error}`);
+if (baseObjs.error) fail(`the engine does not compile:\n${baseObjs.error}`);
 const testObjs = {};
-const tres = await parallel(testNames, (t) => compile(`test-${t}`, join(ttest, `${t}.c`), engineCFlags, testHdr));
 for (let i = 0; i < testNames.length; i++) {
   if (tres[i].error) fail(`${testNames[i]} does not compile:\n${tres[i].error}`);
   testObjs[testNames[i]] = tres[i];
 }
-console.log(`mutate: built sqlite3, ${srcFiles.length} engine sources, ${testNames.length} tests (${secs()} s)`);
+console.log(`mutate: built ${srcFiles.length} engine sources, ${testNames.length} tests, sqlite3 ${fromBuild ? "taken from zig-out/lib/libmwsqlite3.a" : "compiled"} (${secs()} s)`);
 
 const libs = process.platform === "linux" ? ["-lpthread", "-lm", "-ldl"] : [];
 async function link(test, objs, dir) {
@@ -222,10 +264,10 @@ async function link(test, objs, dir) {
   return r.code === 0 ? exe : { error: r.out };
 }
 
-async function runTest(exe, env = {}) {
+async function runTest(exe, tree, env = {}) {
   const t = Date.now();
   const r = await run(exe, [], {
-    cwd: tree,
+    cwd: tree.dir,
     detached: true,
     timeoutS,
     env: { ...process.env, MW_TEST_SCALE: scale, ...env },
@@ -241,35 +283,40 @@ const lastLines = (s, n = 6) => s.trim().split("\n").slice(-n).map((l) => `     
 // ---- baseline: every test passes without a mutant ------------------------------------------
 if (baseline) {
   const exes = await parallel(testNames, (t) => link(t, baseObjs, join(bin, "base")));
-  for (let i = 0; i < testNames.length; i++) {
-    if (exes[i].error) fail(`${testNames[i]} does not link:\n${exes[i].error}`);
-    const r = await runTest(exes[i]);
-    console.log(`  baseline ${testNames[i].padEnd(30)} ${r.ok ? "ok" : "FAILED"} (${(r.ms / 1000).toFixed(1)} s)`);
-    if (!r.ok) fail(`${testNames[i]} fails without any mutant (${r.why}):\n${lastLines(r.out, 20)}`);
-  }
+  for (let i = 0; i < testNames.length; i++) if (exes[i].error) fail(`${testNames[i]} does not link:\n${exes[i].error}`);
+  // As many at a time as mutants will run; the first failure stops the run.
+  let next = 0;
+  await Promise.all(trees.map(async () => {
+    while (next < testNames.length) {
+      const i = next++;
+      const r = await runTest(exes[i], tree0);
+      console.log(`  baseline ${testNames[i].padEnd(30)} ${r.ok ? "ok" : "FAILED"} (${(r.ms / 1000).toFixed(1)} s)`);
+      if (!r.ok) fail(`${testNames[i]} fails without any mutant (${r.why}):\n${lastLines(r.out, 20)}`);
+    }
+  }));
 }
 
 // ---- the mutants -----------------------------------------------------------------------------
-const results = [];
-for (const m of mutants) {
-  const path = join(tsrc, m.file);
+// Each worker mutates its own copy of the tree; the results keep the order of the list.
+async function tryMutant(m, tree) {
+  const path = join(tree.src, m.file);
   const original = readFileSync(path, "utf8");
   writeFileSync(path, original.replace(m.find, () => m.replace));
   let result;
   try {
-    const objs = await compileEngine([m.file]);
+    const objs = await compileEngine([m.file], tree);
     if (objs.error) {
       result = { id: m.id, status: "INVALID", detail: `does not compile:\n${lastLines(objs.error, 10)}` };
     } else {
       const all = { ...baseObjs, ...objs };
       result = { id: m.id, status: "SURVIVED", detail: `passed ${m.tests.join(", ")}` };
       for (const t of m.tests) {
-        const exe = await link(t, all, join(bin, "mutant"));
+        const exe = await link(t, all, tree.bin);
         if (exe.error) {
           result = { id: m.id, status: "INVALID", detail: `${t} does not link:\n${lastLines(exe.error, 10)}` };
           break;
         }
-        const r = await runTest(exe, m.env);
+        const r = await runTest(exe, tree, m.env);
         if (!r.ok) {
           result = { id: m.id, status: "killed", by: t, detail: `${t}: ${r.why}`, out: r.out };
           break;
@@ -282,7 +329,18 @@ for (const m of mutants) {
   console.log(`  ${result.status.padEnd(8)} ${m.id.padEnd(32)} ${result.detail.split("\n")[0]} (${secs()} s)`);
   if (result.status === "killed") console.log(lastLines(result.out ?? "", 2));
   else if (result.detail.includes("\n")) console.log(result.detail.split("\n").slice(1).join("\n"));
-  results.push({ ...result, file: m.file, why: m.why });
+  return { ...result, file: m.file, why: m.why };
+}
+
+const results = new Array(mutants.length);
+{
+  let next = 0;
+  await Promise.all(trees.map(async (tree) => {
+    while (next < mutants.length) {
+      const i = next++;
+      results[i] = await tryMutant(mutants[i], tree);
+    }
+  }));
 }
 
 // ---- summary ---------------------------------------------------------------------------------

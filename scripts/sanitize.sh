@@ -6,8 +6,13 @@
 #
 # Usage: scripts/sanitize.sh [asan|tsan ...]   (default: both)
 # Env:   CC (default clang), MW_SAN_JOBS (parallel compiles, default nproc),
-#        MW_SAN_TIMEOUT (seconds per test, default 600), MW_SAN_ONLY (regex of test names).
+#        MW_SAN_TIMEOUT (seconds per test, default 600), MW_SAN_ONLY (regex of test names),
+#        MW_SAN_SERIAL=1 (one kind after the other instead of both at once).
 # The tests see MW_TEST_SCALE (1 under ASan, 0.25 under TSan unless set) to shrink their loops.
+# The kinds run at the same time (each builds, then runs its tests one at a time): the tests
+# wait on syncs, sleeps and child processes much of their time, so one kind alone leaves
+# the second core mostly idle. Each kind prints one line per test (prefixed [asan]/[tsan]);
+# the excerpts of the failing logs come at the end.
 # Build outputs go to zig-out/sanitize/<kind>/; sqlite3.o is rebuilt only when sqlite3.c,
 # build.zig (the flags) or the compiler command change.
 set -euo pipefail
@@ -33,8 +38,6 @@ includes=(-Inative/include "${engine_includes[@]}" -Inative/sqlite -Inative/test
 # A report of any sanitizer in a test's output.
 report_re='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|FATAL: ThreadSanitizer|UndefinedBehaviorSanitizer'
 
-failures=()
-summary=()
 
 # Sets san, scale and engine_extra for a kind.
 select_kind() {
@@ -75,6 +78,8 @@ build_and_run() {
   local out="zig-out/sanitize/$kind"
   mkdir -p "$out/obj" "$out/bin" "$out/log"
   local t0=$SECONDS
+  # What the main script reads back once this kind is done (it may run in a subshell).
+  : > "$out/failures"; : > "$out/details"; rm -f "$out/summary"
 
   # Engine and tests: always rebuilt (small), in parallel.
   rm -f "$out"/obj/*.o "$out"/bin/*
@@ -111,28 +116,48 @@ build_and_run() {
     local secs=$((SECONDS - t1))
     if grep -Eq "$report_re" "$log"; then
       echo "[$kind] REPORT  $n (${secs} s, exit $rc): sanitizer report, see $log"
-      grep -E -m 5 -A 30 "$report_re" "$log" | head -120
-      failures+=("$kind/$n (report)")
+      { echo "---- [$kind] $n: the sanitizer report ($log)"; grep -E -m 5 -A 30 "$report_re" "$log" | head -120; } >> "$out/details"
+      echo "$kind/$n (report)" >> "$out/failures"
     elif [ "$rc" -ne 0 ]; then
       echo "[$kind] FAIL    $n (${secs} s, exit $rc), see $log"
-      tail -n 30 "$log"
-      failures+=("$kind/$n (exit $rc)")
+      { echo "---- [$kind] $n: exit $rc, the end of $log"; tail -n 30 "$log"; } >> "$out/details"
+      echo "$kind/$n (exit $rc)" >> "$out/failures"
     else
       local skip=""
       grep -q '^SKIP' "$log" && skip=" ($(grep -m1 '^SKIP' "$log"))"
       echo "[$kind] ok      $n (${secs} s)$skip"
     fi
   done
-  summary+=("$kind: $((SECONDS - t0)) s")
+  echo "$kind: $((SECONDS - t0)) s" > "$out/summary"
 }
 
 # The sqlite3.o of every kind at once (the longest part of a fresh run, one core each).
+summary=()
+failures=()
 t_sqlite=$SECONDS
 pids=()
 for k in "${kinds[@]}"; do build_sqlite "$k" & pids+=($!); done
 for p in "${pids[@]}"; do wait "$p" || { echo "sanitize.sh: building sqlite3.o failed" >&2; exit 1; }; done
 summary+=("sqlite3.o: $((SECONDS - t_sqlite)) s")
-for k in "${kinds[@]}"; do build_and_run "$k"; done
+# Then every kind's build and tests, the kinds at the same time (MW_SAN_SERIAL=1: in turn).
+t_tests=$SECONDS
+pids=()
+for k in "${kinds[@]}"; do
+  if [ "${MW_SAN_SERIAL:-0}" = 1 ]; then
+    build_and_run "$k"
+  else
+    build_and_run "$k" & pids+=($!)
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || { echo "sanitize.sh: a build failed" >&2; exit 1; }; done
+for k in "${kinds[@]}"; do
+  out="zig-out/sanitize/$k"
+  summary+=("$(cat "$out/summary" 2>/dev/null || echo "$k: did not finish")")
+  [ -f "$out/summary" ] || failures+=("$k (did not finish)")
+  while IFS= read -r f; do failures+=("$f"); done < "$out/failures"
+  cat "$out/details"
+done
+summary+=("tests: $((SECONDS - t_tests)) s")
 
 echo "sanitize.sh: ${summary[*]}"
 if [ ${#failures[@]} -gt 0 ]; then
