@@ -78,11 +78,13 @@ static void gc(mw_db *db) {
   if (warn) db->pinned_warned = pinned;
   if (pinned < PINNED_WARN) db->pinned_warned = 0;
   mw_mutex_unlock(&db->mu);
+  /* The replica stream holds them while it is behind (a burst of commits), which passes. */
+  int stream = db->stream && mw_stream_emitted(db) <= oldest;
   if (warn)
-    sqlite3_log(SQLITE_WARNING, "multiwriter: %lld page versions of %s are kept only for a "
-                "snapshot at epoch %llu (visible %llu): a transaction is still open",
-                (long long)pinned, db->path, (unsigned long long)oldest,
-                (unsigned long long)visible);
+    sqlite3_log(SQLITE_WARNING, "multiwriter: %lld page versions of %s are kept only for %s "
+                "at epoch %llu (visible %llu)%s", (long long)pinned, db->path,
+                stream ? "the replica stream, behind" : "a snapshot", (unsigned long long)oldest,
+                (unsigned long long)visible, stream ? "" : ": a transaction is still open");
 }
 
 /* Garbage collection between compactions: at most once a GC_EVERY_MS. With mw_mp=1
@@ -133,7 +135,7 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
       int src = mw_log_wait_durable(db->log, all);
       if (src != SQLITE_OK) return src;
     }
-    int src = mw_stream_emit(db);
+    int src = mw_stream_emit(db, how != MW_COMPACT_TICK);
     if (src != SQLITE_OK && how != MW_COMPACT_TICK) return src;
     uint64_t emitted = mw_stream_emitted(db);
     if (emitted < limit) limit = emitted;
@@ -260,7 +262,7 @@ static uint64_t compactor_step(void *arg) {
   else sync_unsynced(db);
   /* The replica stream: what became durable since the last step. A failure is retried
   ** at the next one (compaction waits for it: the log keeps what it has not written). */
-  if (db->stream) (void)mw_stream_emit(db);
+  if (db->stream) (void)mw_stream_emit(db, 0);
   mw_mutex_lock(&db->mu);
   uint64_t now = mw_now_ns();
   int timer = now - db->compact_last >= (uint64_t)TICK_MS * TIMER_TICKS * 1000000u;

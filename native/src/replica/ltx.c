@@ -31,18 +31,25 @@
 
 /* ---------------------------------------------------------------- CRC-64 (ISO) */
 
-static uint64_t crc_table[256];
+/* Reflected ISO polynomial x^64 + x^4 + x^3 + x + 1, eight bytes a step ("slicing by
+** 8": table k gives the CRC of a byte followed by k zero bytes): byte by byte, the CRC
+** of every page written was a fifth of a busy database's CPU (perf, 16 writers). */
+static uint64_t crc_table[8][256];
 static int crc_ready;
 
 static void crc_init(void) {
   if (__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE)) return;
-  /* Reflected ISO polynomial x^64 + x^4 + x^3 + x + 1. Two threads may fill the table
-  ** at once: they write the same values. */
+  /* Two threads may fill the tables at once: they write the same values. */
   for (uint64_t i = 0; i < 256; i++) {
     uint64_t c = i;
     for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xD800000000000000ull : c >> 1;
-    __atomic_store_n(&crc_table[i], c, __ATOMIC_RELAXED);
+    __atomic_store_n(&crc_table[0][i], c, __ATOMIC_RELAXED);
   }
+  for (int k = 1; k < 8; k++)
+    for (int i = 0; i < 256; i++) {
+      uint64_t prev = __atomic_load_n(&crc_table[k - 1][i], __ATOMIC_RELAXED);
+      __atomic_store_n(&crc_table[k][i], (prev >> 8) ^ crc_table[0][prev & 0xFF], __ATOMIC_RELAXED);
+    }
   __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -50,7 +57,19 @@ uint64_t mw_ltx_crc64(uint64_t crc, const void *data, size_t n) {
   crc_init();
   const unsigned char *p = data;
   uint64_t c = ~crc;
-  for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  while (n >= 8) {
+    /* The next 8 bytes, first byte lowest (any host byte order). */
+    uint64_t w = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+                 (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
+                 (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+    c ^= w;
+    c = crc_table[7][c & 0xFF] ^ crc_table[6][(c >> 8) & 0xFF] ^ crc_table[5][(c >> 16) & 0xFF] ^
+        crc_table[4][(c >> 24) & 0xFF] ^ crc_table[3][(c >> 32) & 0xFF] ^
+        crc_table[2][(c >> 40) & 0xFF] ^ crc_table[1][(c >> 48) & 0xFF] ^ crc_table[0][c >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
   return ~c;
 }
 

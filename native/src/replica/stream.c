@@ -46,6 +46,7 @@ struct mw_stream {
   int have_log;                /* the open replays a log (TXIDs from its header) */
   int keep;                    /* mw_ltx_keep: snapshots kept, 0: every file */
   uint64_t l0_bytes;           /* written at level 0 since the last snapshot (about) */
+  uint64_t last_emit_ns;       /* when the last emission began (mw_stream_emit) */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -449,12 +450,20 @@ static int write_run(mw_db *db, mw_stream *s, run *r, uint64_t lo, uint64_t hi) 
   return rc;
 }
 
-int mw_stream_emit(mw_db *db) {
+int mw_stream_emit(mw_db *db, int force) {
   mw_stream *s = db->stream;
   int rc = SQLITE_OK;
   mw_mutex_lock(&s->mu);
+  uint64_t now = mw_now_ns();
+  if (!force && now - s->last_emit_ns < (uint64_t)MW_STREAM_EVERY_MS * 1000000u) {
+    mw_mutex_unlock(&s->mu);
+    return SQLITE_OK;
+  }
+  s->last_emit_ns = now;
   /* mw_mp=1: the process that gets the emitter's lock writes for all of them, from
   ** where the last one stopped, up to what any of them made durable. */
+  /* Up to the durable end of now: the commits that become durable meanwhile wait for
+  ** the next emission (going on until none arrived wrote a file every few ms). */
   uint64_t durable = 0;
   if (db->mp) {
     if (mw_mp_stream_lock(db) != SQLITE_OK) {
@@ -462,6 +471,9 @@ int mw_stream_emit(mw_db *db) {
       return SQLITE_OK; /* another process (or thread) is at it */
     }
     mw_mp_stream_state(db, &s->emitted, &s->pages, &durable);
+  } else {
+    durable = mw_log_durable_end(db->log);
+    if (durable == 0) durable = 1; /* none (or a failed log): nothing to read */
   }
   for (;;) {
     run r;

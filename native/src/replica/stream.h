@@ -18,8 +18,11 @@ int mw_stream_open(mw_db *db, const char *dir, int have_log, uint64_t *pTxid, ch
 ** caught up with the file when it lacks TXIDs before the log's base. */
 int mw_stream_start(mw_db *db, char **pzErr);
 /* Emits what is durable and not yet emitted (the compactor's thread, and before every
-** compaction: a compaction never passes the last epoch emitted). */
-int mw_stream_emit(mw_db *db);
+** compaction: a compaction never passes the last epoch emitted), at most once per
+** MW_STREAM_EVERY_MS unless `force` (the last close, a reformat): each file costs a file
+** creation, two syncs and a rename on the disk the log syncs to. */
+#define MW_STREAM_EVERY_MS 200
+int mw_stream_emit(mw_db *db, int force);
 /* After a compaction to `epoch` (the file holds the state at it): when the level-0 files
 ** written since the last snapshot outweigh the database, the file goes to level 9 as a
 ** snapshot; then what the kept snapshots cover goes (mw_ltx_keep: the newest N snapshots
