@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "abddbe6629a025b40e3a3d40e88349a69524ee07a7023601b8fcc11e3796b0bd",
-        "size": 1824504
+        "sha256": "49e390fbb80791ae2efdfe6bbf67749946009b7b6eb617eb4af6ba08f5ef91c2",
+        "size": 1848808
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "bada99c4727398e0d17ed7474a3ee467506fb40b503a07ec9ea45f18d8121058",
-        "size": 265760
+        "sha256": "e3eaa5fe0ccb1cca0b8867295cc0139208ade61974f81483e26441a494444343",
+        "size": 290784
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "4c03e645ff3afcf06bb91f568da5a28df69ca0bda9d46b9ad76e77fb7ac09ed8",
-        "size": 1767840
+        "sha256": "24e4384912ce72663e680f76e406772a268f57b435197c517f4bc198d5fdc662",
+        "size": 1790800
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "c55671c3315d73fd35364ff4aa5a4b7cefcbe34a5990979784fd55ed4687f60d",
-        "size": 258328
+        "sha256": "6ca4cde1b1c4b8de823f11690ac7eec42507712e1e7c19d947a1a0abee31068f",
+        "size": 282072
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "528a2b0ae38e63ced5d858393f3322c5e1acada842a796f84f6685b376ed3c8b",
-        "size": 1822408
+        "sha256": "e751487ae12e1c1b7c6a1bdc29b897fb3462c6ec3c452014c6e6a4070a58f578",
+        "size": 1846664
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "6b902df28586f4c671d04968b901ebb2b5def12a789c32d4c4b9a78b3641212d",
-        "size": 264936
+        "sha256": "a9a941af5b0470ff28843bf6416b21db70694aa3a400706596d4f8cf6c514d05",
+        "size": 289896
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "0f416e60cb8ffbb2cbd7761dfc34398219b467ceb1c9ef1f46dbd91742f1547b",
-        "size": 1766024
+        "sha256": "b81e73502b2e468d45efd7d8a561c5a61eaf0efd23d13d155b388703acce0e5c",
+        "size": 1788968
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "04469bea1d529596b2b646a31a38c39db30ba2d21f4cbb147b238bc2d86289ed",
-        "size": 257736
+        "sha256": "f0059da57e8a25f777cffecf464bbdd8948993f83906dc78a70be1e7d75d5066",
+        "size": 281432
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "632c2e38eb8323db8e9cf243a93601163665910f3ef5cdd0dfc3f26635371d10",
-        "size": 1778822
+        "sha256": "76b1cc803e749b1e7ec72d2fc49c83209c9031b104ed785de1bbffce0cf25efd",
+        "size": 1801512
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "35649e2ef92893d989d688e171b1c04a1686cfefdce113606ad912c41726c24a",
-        "size": 265700
+        "sha256": "a142ddcbd36d71529abe790d84a5d9792810193a4f671a345785df13d7c146d1",
+        "size": 288436
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "6e25f3480c3e41be3ce52e547534789a5fa83d4e51c31b4a0b5d5cf2ed5e2394",
-        "size": 1867152
+        "sha256": "7700d79d9eaf29a1d9afc7d0c7d79fd20f591ad8864e5d9f7f2c70e9f799099e",
+        "size": 1886000
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "34781506cb3b01c083650100274ac2f2551e7226101e2783d9ad2463e10e9ed2",
-        "size": 313560
+        "sha256": "1db731b4af13177c0a703d0c01559479dca54806c5ebd08d569d9e8173f651eb",
+        "size": 332488
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "5e472b2a8476f47a14281077558c6bce4e7f78ef5236d0291d1bfd2d26874854",
-        "size": 1684480
+        "sha256": "a9a4683bd4c895a166180d398899c841c67989629d99cdadd38a08f8fc54e314",
+        "size": 1745408
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "a570093ec643b7995d318e2920a57ba8c9377f0f6c024ff3d330a390929c6fe4",
-        "size": 187392
+        "sha256": "0601265b9776c4784b6d3d9916f38e2df2b014cfe08954fa4141b5703022123b",
+        "size": 249344
       }
     }
   }
