@@ -42,6 +42,9 @@ const STEPS = [
   // scripts/fuzz.sh 1800); reuses the ASan sqlite3.o of the step above.
   { name: "fuzzing (scripts/fuzz.sh, bounded)", cmd: ["bash", "scripts/fuzz.sh", "25"], full: true, needs: ["clang", "libclang-rt"] },
   { name: "benchmark smoke (bench/smoke.sh)", cmd: ["bash", "bench/smoke.sh"], full: true },
+  // The example services behind Bun.serve under wrk, engine and stock, a second each, every
+  // file checked with stock sqlite3 (bench/server/run.mjs --smoke; a broken invariant fails).
+  { name: "server benchmark smoke (bench/server --smoke)", cmd: ["node", "bench/server/run.mjs", "--smoke"], full: true, needs: ["wrk", "sqlite3"] },
   // Every mutant of scripts/mutants.mjs must be killed by its C tests (docs/design.md,
   // "Mutation testing"): the tests at MW_TEST_SCALE=0.25, 180 s per test run, the stage
   // at 15 minutes (under 6 minutes on 2 busy cores from an empty cache).
@@ -59,6 +62,7 @@ const STEPS = [
 // What each system need is, how it is found, and the Debian package that brings it.
 const NEEDS = {
   sqlite3: { found: () => existsSync("/usr/bin/sqlite3"), pkg: "sqlite3", why: "the shell tests load the extension into /usr/bin/sqlite3" },
+  wrk: { found: () => onPath("wrk"), pkg: "wrk", why: "the server benchmark's smoke run (HTTP load)" },
   clang: { found: () => onPath("clang"), pkg: "clang", why: "the sanitizer and fuzzing builds" },
   "libclang-rt": { found: () => hasClangRuntime(), pkg: "libclang-rt-14-dev (or the one of your clang)", why: "the sanitizers' runtime" },
   "qemu-aarch64": { found: () => onPath("qemu-aarch64"), pkg: "qemu-user", why: "the arm64 targets" },
