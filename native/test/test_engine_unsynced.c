@@ -28,8 +28,11 @@ int main(void) {
   usleep(600000);
   for (int burst = 0; burst < 3; burst++) {
     int64_t before = tu_stat(n, MW_STAT_LOG_SYNCS);
+    uint64_t b0 = now_ns();
     for (int i = 0; i < 200; i++) tu_exec(n, "INSERT INTO t(v) VALUES (randomblob(300))");
     int64_t after = tu_stat(n, MW_STAT_LOG_SYNCS);
+    /* The ticks of the burst (slow under an emulator or a sanitizer): one sync each. */
+    int64_t ticks = (int64_t)((now_ns() - b0) / 200000000u) + 1;
     uint64_t t0 = now_ns();
     while (tu_stat(n, MW_STAT_LOG_SYNCS) == after) {
       if (now_ns() - t0 > 2000000000ull) {
@@ -43,7 +46,7 @@ int main(void) {
     printf("test_engine_unsynced: burst %d: 200 NORMAL commits, %lld syncs during them, "
            "synced %.3f s after the last\n", burst, (long long)(after - before), lag);
     /* A sync now and then by the tick (every 200 ms), none per commit. */
-    CHECK(after - before <= 10);
+    CHECK(after - before <= 2 * ticks + 2 && after - before < 100);
   }
   /* FULL: each commit syncs; once idle, nothing is left for the tick. */
   sqlite3 *f = tu_open(path, "");

@@ -414,11 +414,14 @@ static void kill_rounds(const char *dir) {
       }
     }
     close(fds[1]);
-    usleep((useconds_t)(150000 + rand() % 400000));
+    /* Its first commit acknowledged (an emulator starts a process slowly), then a while. */
+    int64_t id;
+    CHECK(read(fds[0], &id, sizeof id) == (ssize_t)sizeof id);
+    acked = id;
+    usleep((useconds_t)(100000 + rand() % 400000));
     kill(pid, SIGKILL);
     int st = 0;
     CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st));
-    int64_t id;
     while (read(fds[0], &id, sizeof id) == (ssize_t)sizeof id) acked = id;
     close(fds[0]);
     CHECK(acked > 0);
@@ -446,9 +449,12 @@ static void on_log(void *arg, int code, const char *msg) {
 
 /* ---------------------------------------------------------------- processes */
 
-static void mp_writer(const char *path, int id, int ms) {
+static void mp_writer(const char *path, int id, int ms, int opened) {
   sqlite3 *db = tu_open(path, "mw_mp=1&mw_log_max_mb=1&mw_ltx_dir=rep");
   if (id == 1) tu_exec(db, "PRAGMA synchronous=NORMAL");
+  char one = 1;
+  if (write(opened, &one, 1) != 1) _exit(3);
+  close(opened);
   uint64_t until = now_ms() + (uint64_t)ms;
   for (int i = 0; now_ms() < until; i++) {
     char sql[160];
@@ -490,16 +496,23 @@ static void processes(const char *dir) {
   tu_exec(setup, "CREATE TABLE p(id INTEGER PRIMARY KEY, w INT, i INT, b BLOB)");
   CHECK_RC(sqlite3_close(setup), SQLITE_OK);
   fflush(stdout);
+  int opened[2];
+  CHECK(pipe(opened) == 0);
   pid_t pids[3];
   for (int k = 0; k < 3; k++) {
     pids[k] = fork();
     CHECK(pids[k] >= 0);
     if (pids[k] == 0) {
-      mp_writer(path, k, 1500);
+      close(opened[0]);
+      mp_writer(path, k, 1500, opened[1]);
       _exit(0);
     }
   }
-  usleep(200000);
+  /* Every writer has the database open (an emulator starts processes slowly). */
+  close(opened[1]);
+  char got[3];
+  for (int k = 0; k < 3; k++) CHECK(read(opened[0], &got[k], 1) == 1);
+  close(opened[0]);
   /* Forked before this process starts threads of its own (the holder's open). */
   CHECK(open_elsewhere(path, "mw_mp=1") == SQLITE_CANTOPEN);
   CHECK(open_elsewhere(path, "mw_mp=1&mw_ltx_dir=elsewhere") == SQLITE_CANTOPEN);
