@@ -814,8 +814,8 @@ export const MUTANTS = [
   {
     id: "stream-last-close-unwritten",
     file: "compact/compact.c",
-    find: "    int src = mw_stream_emit(db);\n",
-    replace: "    int src = how == MW_COMPACT_TICK ? mw_stream_emit(db) : SQLITE_OK;\n",
+    find: "    int src = mw_stream_emit(db, how != MW_COMPACT_TICK);\n",
+    replace: "    int src = how == MW_COMPACT_TICK ? mw_stream_emit(db, 0) : SQLITE_OK;\n",
     tests: ["test_replica_stream"],
     why: "the last close compacts without writing the last commits to the replica first",
   },
