@@ -819,12 +819,4 @@ export const MUTANTS = [
     tests: ["test_replica_stream"],
     why: "the last close compacts without writing the last commits to the replica first",
   },
-  {
-    id: "stream-prune-past-snapshot",
-    file: "replica/stream.c",
-    find: "  prune_ctx p = { s, v.n[s->keep - 1], SQLITE_OK };\n",
-    replace: "  prune_ctx p = { s, v.n[s->keep - 1] * 2, SQLITE_OK };\n",
-    tests: ["test_replica_stream"],
-    why: "retention removes level-0 files past the oldest snapshot it keeps: the replica has a gap after it",
-  },
 ];
