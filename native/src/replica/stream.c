@@ -92,6 +92,15 @@ static int file_pages(mw_db *db, uint32_t *pPages) {
   return rc;
 }
 
+/* Page p of the database file as SQLite reads it: zeros past the end of the file (a page
+** the database grew by that no write reached yet). */
+static int file_page(mw_db *db, uint32_t p, unsigned char *buf) {
+  int rc = mw_db_read_file(db, p, buf, 0, db->page_size);
+  if (rc != SQLITE_IOERR_SHORT_READ) return rc;
+  memset(buf, 0, (size_t)db->page_size);
+  return SQLITE_OK;
+}
+
 /* A CRC-64 of the file's pages 1..n as a stock reader sees them (page 1 bytes 18-19 as
 ** 2: the engine's mark is not part of the database). */
 static int file_checksum(mw_db *db, uint32_t n, uint64_t *pCrc) {
@@ -100,11 +109,7 @@ static int file_checksum(mw_db *db, uint32_t n, uint64_t *pCrc) {
   uint64_t crc = 0;
   int rc = SQLITE_OK;
   for (uint32_t p = 1; p <= n && rc == SQLITE_OK; p++) {
-    rc = mw_db_read_file(db, p, buf, 0, db->page_size);
-    if (rc == SQLITE_IOERR_SHORT_READ) {
-      memset(buf, 0, (size_t)db->page_size);
-      rc = SQLITE_OK;
-    }
+    rc = file_page(db, p, buf);
     if (p == 1) buf[18] = buf[19] = 2;
     crc = mw_ltx_crc64(crc, buf, (size_t)db->page_size);
   }
@@ -124,11 +129,7 @@ static int write_file_level(mw_db *db, mw_stream *s, int level, uint64_t lo, uin
   int rc = mw_ltx_begin(s->dir, level, lo, hi, db->page_size, n, wall_ms(), &w);
   for (uint32_t p = 1; p <= n && rc == SQLITE_OK; p++) {
     if (p == lock) continue;
-    rc = mw_db_read_file(db, p, buf, 0, db->page_size);
-    if (rc == SQLITE_IOERR_SHORT_READ) {
-      memset(buf, 0, (size_t)db->page_size);
-      rc = SQLITE_OK;
-    }
+    rc = file_page(db, p, buf);
     if (rc == SQLITE_OK) rc = mw_ltx_page(w, p, buf);
   }
   free(buf);
@@ -427,11 +428,7 @@ static int write_run(mw_db *db, mw_stream *s, run *r, uint64_t lo, uint64_t hi) 
     /* Grown pages below the next page of the run that the run does not hold. */
     while (rc == SQLITE_OK && next_grown < p && next_grown <= r->pages) {
       if (next_grown != lock) {
-        rc = mw_db_read_file(db, next_grown, buf, 0, db->page_size);
-        if (rc == SQLITE_IOERR_SHORT_READ) {
-          memset(buf, 0, (size_t)db->page_size);
-          rc = SQLITE_OK;
-        }
+        rc = file_page(db, next_grown, buf);
         if (rc == SQLITE_OK) rc = mw_ltx_page(w, next_grown, buf);
       }
       next_grown++;
