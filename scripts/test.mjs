@@ -45,6 +45,10 @@ const STEPS = [
   // The example services behind Bun.serve under wrk, engine and stock, a second each, every
   // file checked with stock sqlite3 (bench/server/run.mjs --smoke; a broken invariant fails).
   { name: "server benchmark smoke (bench/server --smoke)", cmd: ["node", "bench/server/run.mjs", "--smoke"], full: true, needs: ["wrk", "sqlite3"] },
+  // The shop under wrk with one of its 2 server processes killed (SIGKILL) and restarted,
+  // a slow client and clients that hang up; every acknowledged order id looked up in the
+  // file (bench/server/faults.mjs --smoke: Bun and Deno, about 20 s).
+  { name: "faults under load smoke (bench/server/faults.mjs --smoke)", cmd: ["node", "bench/server/faults.mjs", "--smoke"], full: true, needs: ["wrk", "sqlite3"] },
   // Every mutant of scripts/mutants.mjs must be killed by its C tests (docs/design.md,
   // "Mutation testing"): the tests at MW_TEST_SCALE=0.25, 180 s per test run, the stage
   // at 15 minutes (under 6 minutes on 2 busy cores from an empty cache).

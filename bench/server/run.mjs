@@ -13,11 +13,11 @@
 //       [--duration 5] [--warmup 1] [--procs 2] [--wrk-threads 2] [--port 18500] [--out FILE]
 //       [--json FILE] [--dir DIR] [--smoke]
 // Exit: 0 every run checked, 1 a check failed (or a server failed), 2 bad input.
-import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findBun, findDeno, root } from "../runtimes.mjs";
+import { killChildren, root, runtimes, sleep, sql, start, WRK } from "./common.mjs";
 
 const SHAPES = ["bun-processes", "bun-threads", "deno-processes", "deno-serve"];
 const SERVICES = ["shop", "counter", "events"];
@@ -84,21 +84,7 @@ if (opt.smoke) {
   if (!given.has("warmup")) opt.warmup = 0;
 }
 
-const WRK = "/usr/bin/wrk";
-const SQLITE3 = "/usr/bin/sqlite3";
-for (const [bin, what] of [[WRK, "wrk"], [SQLITE3, "the sqlite3 shell"]]) if (!existsSync(bin)) usage(`needs ${what} at ${bin}`);
-const needBun = opt.shapes.some((s) => s.startsWith("bun"));
-const needDeno = opt.shapes.some((s) => s.startsWith("deno"));
-const BUN = needBun ? findBun() : null;
-// The deno binary itself, not npm's node wrapper (node_modules/.bin/deno), so that the pid
-// we signal and measure is the server's.
-let DENO = needDeno ? findDeno() : null;
-if (DENO && existsSync(join(root, "node_modules", "deno", "deno"))) DENO = join(root, "node_modules", "deno", "deno");
-if (needBun && !BUN) usage("no bun (run node scripts/bootstrap.mjs)");
-if (needDeno && !DENO) usage("no deno (run node scripts/bootstrap.mjs)");
-if (!existsSync(join(root, "zig-out", "lib")) && !process.env.SQLITE_MULTIWRITER_LIB) {
-  usage("no native library in zig-out/lib (node scripts/zig.mjs build)");
-}
+const { BUN, DENO } = runtimes({ bun: opt.shapes.some((s) => s.startsWith("bun")), deno: opt.shapes.some((s) => s.startsWith("deno")) }, usage);
 
 // ---------------------------------------------------------------- services
 const ITEMS = 1000, STOCK0 = 1000000, LIMIT = 1000;
@@ -169,34 +155,14 @@ end
 `;
 
 // ---------------------------------------------------------------- processes
-const children = new Set();
 let workDir = null;
 function cleanup() {
-  for (const c of children) {
-    try { process.kill(c.pid, "SIGKILL"); } catch { /* gone */ }
-  }
-  children.clear();
+  killChildren();
   if (workDir && !opt.dir) rmSync(workDir, { recursive: true, force: true });
 }
 process.on("exit", cleanup);
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => { cleanup(); process.exit(130); });
 process.on("uncaughtException", (e) => { console.error(e); cleanup(); process.exit(1); });
-
-function start(cmd, args, env) {
-  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  const rec = { pid: child.pid, child, out: "", exited: null };
-  child.stdout.on("data", (d) => { rec.out += d; });
-  child.stderr.on("data", (d) => { rec.out += d; });
-  rec.done = new Promise((resolve) => child.on("exit", (code, signal) => {
-    rec.exited = { code, signal };
-    children.delete(rec);
-    resolve(rec.exited);
-  }));
-  children.add(rec);
-  return rec;
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The commands of a shape: the servers to start, how many "listening" lines to wait for.
 function serverCommands(shape, service, port, procs) {
@@ -239,12 +205,6 @@ function wrk(url, conns, seconds, script) {
   const line = (r.stdout ?? "").split("\n").find((l) => l.startsWith("WRKJSON "));
   if (!line) throw new Error(`wrk gave no result (exit ${r.status}): ${(r.stderr || r.stdout || "").slice(-400)}`);
   return JSON.parse(line.slice(8));
-}
-
-function sql(db, query) {
-  const r = spawnSync(SQLITE3, ["-batch", "-noheader", "-separator", "|", db, query], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`sqlite3: ${r.stderr.trim()}`);
-  return r.stdout.trim().split("\n").map((l) => l.split("|"));
 }
 
 // ---------------------------------------------------------------- one run

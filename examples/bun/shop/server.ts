@@ -1,6 +1,8 @@
-// A small shop on Bun.serve: POST /order takes one unit of an item and records the order,
-// in one transaction that spans an await (a stand-in for a call to another service, such
-// as a payment check). GET /stock/:id reads an item. Several processes share the port
+// A small shop on Bun.serve: POST /order takes one unit of an item (?item=N, a JSON body
+// {"item": N}, or one the server picks) and records the order, in one transaction that spans
+// an await (a stand-in for a call to another service, such as a payment check); the answer
+// is 201 {"order": id, "item": N} with the pid of the process in x-server-pid. GET
+// /stock/:id reads an item. Several processes share the port
 // (reusePort) and write the same file at once. See README.md.
 //
 //   bun server.ts --init            create shop.db with its items, then exit
@@ -124,9 +126,19 @@ function serve(): void {
     fetch: tracked(async (req) => {
       const url = new URL(req.url);
       if (req.method === "POST" && url.pathname === "/order") {
-        const item = Number(url.searchParams.get("item") ?? pick());
+        // The item: ?item=N, else a JSON body {"item": N}, else one the server picks.
+        let item = Number(url.searchParams.get("item") ?? 0);
+        if (!item && req.headers.get("content-type")?.startsWith("application/json")) {
+          try {
+            item = Number(((await req.json()) as { item?: unknown }).item ?? 0);
+          } catch {
+            return Response.json({ error: "bad body" }, { status: 400 }); // or the client went away
+          }
+        }
+        item ||= pick();
         try {
-          return Response.json({ order: await order(item), item }, { status: 201 });
+          // The header says which process committed the order (bench/server/faults.mjs).
+          return Response.json({ order: await order(item), item }, { status: 201, headers: { "x-server-pid": String(process.pid) } });
         } catch (e) {
           if (e instanceof SoldOut) return Response.json({ error: "sold out" }, { status: 409 });
           console.error(e);

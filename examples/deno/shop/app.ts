@@ -1,5 +1,7 @@
-// The shop of examples/bun/shop on Deno: POST /order takes one unit of an item and records the
-// order in one transaction that spans an await; GET /stock/:id reads an item.
+// The shop of examples/bun/shop on Deno: POST /order takes one unit of an item (?item=N, a JSON
+// body {"item": N}, or one the server picks) and records the order in one transaction that
+// spans an await, answering 201 {"order": id, "item": N} and x-server-pid; GET /stock/:id
+// reads an item.
 //
 // This module is the service: the database, the handler, and the default export that
 // `deno serve` runs (one copy per isolate with --parallel); server.ts serves it as a process:
@@ -62,9 +64,19 @@ export function close(): void {
 export async function handler(req: Request): Promise<Response> {
   const url = new URL(req.url);
   if (req.method === "POST" && url.pathname === "/order") {
-    const item = Number(url.searchParams.get("item") ?? pick());
+    // The item: ?item=N, else a JSON body {"item": N}, else one the server picks.
+    let item = Number(url.searchParams.get("item") ?? 0);
+    if (!item && req.headers.get("content-type")?.startsWith("application/json")) {
+      try {
+        item = Number(((await req.json()) as { item?: unknown }).item ?? 0);
+      } catch {
+        return Response.json({ error: "bad body" }, { status: 400 }); // or the client went away
+      }
+    }
+    item ||= pick();
     try {
-      return Response.json({ order: await order(item), item }, { status: 201 });
+      // The header says which process committed the order (bench/server/faults.mjs).
+      return Response.json({ order: await order(item), item }, { status: 201, headers: { "x-server-pid": String(Deno.pid) } });
     } catch (e) {
       if (e instanceof SoldOut) return Response.json({ error: "sold out" }, { status: 409 });
       console.error(e);
