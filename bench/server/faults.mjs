@@ -326,9 +326,8 @@ async function runShape(shape, port) {
     }
     // A connection the killed process held is reset (a read or write error); wrk opens it
     // again, to a process that listens. The count can pass what the process had accepted by
-    // a few (up to 10 more in the runs made here, Bun and Deno: likely connections wrk
-    // reopened while the dying process still listened, or not yet accepted), never by more
-    // than wrk's connections.
+    // a few (up to 10 more in the runs made here, Bun and Deno; not attributed: the second
+    // wrk, with no kill, counts none), never by more than wrk's connections.
     const bound = opt.conns + (held ?? opt.conns);
     if (w.read + w.write + w.connect > bound) fail(`${w.read + w.write + w.connect} socket errors, more than the ${held} connections the killed process held + the ${opt.conns} wrk could reopen`);
     if (wb.read + wb.write + wb.connect) fail(`wrk after the restart: ${wb.read + wb.write + wb.connect} socket errors (nothing was killed meanwhile)`);
