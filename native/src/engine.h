@@ -163,6 +163,20 @@ struct mw_db {
                                   the next one (compact.c, sync_unsynced; the
                                   compactor's) */
   int want_compact;
+  /* PRAGMA wal_checkpoint (compact.c, mw_compact_checkpoint): requests are served by
+  ** the compactor's job, one run for every request made before it started. */
+  mw_cond ckpt_cv;             /* a run ended */
+  uint64_t ckpt_asked;         /* requests made */
+  uint64_t ckpt_done;          /* requests answered by the runs that ended */
+  uint64_t ckpt_target;        /* the newest epoch a request made so far needs */
+  uint64_t ckpt_since;         /* mw_mp=1: when the run for the pending requests began
+                                  (ns; it retries while the others' floors catch up) */
+  int ckpt_rc;                 /* the last run's result */
+  /* The mark (guard.c) while the engine is open: a checkpoint that left the log with
+  ** nothing the file lacks takes it off; the next commit puts it back first (db.c,
+  ** mw_db_arm_locked). mw_mp=1 keeps this in the shared header instead (mp.c). */
+  int unmarked;                /* the file is unmarked (under db->mu) */
+  int arming;                  /* commits between their arming and their epoch */
   int64_t compactions;
   int64_t pinned;
   int64_t pinned_warned;       /* pinned count at the last warning */

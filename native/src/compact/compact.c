@@ -104,8 +104,12 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int h
 
 static int compact_now(mw_db *db, int how, uint64_t limit);
 
+/* A tick and a checkpoint compact under the same rules (the snapshots of every lane and
+** process bound them); the last close and a reformat compact everything. */
+static int bounded(int how) { return how == MW_COMPACT_TICK || how == MW_COMPACT_CHECKPOINT; }
+
 int mw_compact_now(mw_db *db, int how) {
-  if (!db->mp || how != MW_COMPACT_TICK) return compact_now(db, how, UINT64_MAX);
+  if (!db->mp || !bounded(how)) return compact_now(db, how, UINT64_MAX);
   /* mw_mp=1, other processes open or not (the last close is settled by db.c): one
   ** compactor at a time, up to the lowest floor of the others (mp.c); busy: the next
   ** tick tries again. */
@@ -119,7 +123,7 @@ int mw_compact_now(mw_db *db, int how) {
     return SQLITE_OK;
   }
   if (rc != SQLITE_OK) return rc;
-  rc = compact_now(db, MW_COMPACT_TICK, limit);
+  rc = compact_now(db, how, limit);
   mw_mp_compact_end(db);
   return rc;
 }
@@ -144,7 +148,7 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
   int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (limit < m) m = limit;
-  if (how == MW_COMPACT_TICK)
+  if (bounded(how))
     for (mw_lane *l = db->lanes; l; l = l->next_in_db)
       if (l->reg && l->reg < m) m = l->reg;
   uint64_t since = db->compacted;
@@ -181,7 +185,7 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
   mw_mutex_unlock(&db->mu);
   if (rc == SQLITE_OK) gc(db);
   /* The replica: a snapshot of the file now and then, and the files it makes useless. */
-  if (rc == SQLITE_OK && db->stream && how == MW_COMPACT_TICK) (void)mw_stream_compacted(db, m);
+  if (rc == SQLITE_OK && db->stream && bounded(how)) (void)mw_stream_compacted(db, m);
   return rc;
 }
 
@@ -196,7 +200,7 @@ static int move_log_base(mw_db *db, uint64_t m, int how) {
     int rc = mw_log_emptied(db->log, m);
     return rc == SQLITE_MISUSE ? mw_log_compacted(db->log, m) : rc;
   }
-  return db->mp && how == MW_COMPACT_TICK ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
+  return db->mp && bounded(how) ? mw_mp_compact_log(db, m) : mw_log_compacted(db->log, m);
 }
 
 /* Writes the newest version <= m of every page changed after `since` into the
@@ -249,6 +253,61 @@ static void sync_unsynced(mw_db *db) {
   if (due != 0 && mw_log_durable_end(db->log) < due) (void)mw_log_wait_durable(db->log, due);
 }
 
+/* ---------------------------------------------------------------- checkpoints */
+
+/* PRAGMA wal_checkpoint asks the compactor's job (so that no two compactions of this
+** process run at once) and waits. A run serves every request made before it began:
+** it compacts as a tick would, the replica first; the file then holds the target
+** unless a snapshot held it back. With mw_mp=1 the others' floors follow their ticks,
+** so a run that falls short tries again every RETRY until MW_CKPT_WAIT_MS. The mark
+** goes once the file holds everything (db.c decides under its lock). */
+#define CKPT_RETRY_MS 20
+
+int mw_compact_checkpoint(mw_db *db, int *pBusy) {
+  uint64_t published = db->mp ? mw_mp_committed_epoch(db) : 0;
+  mw_mutex_lock(&db->mu);
+  uint64_t target = db->visible > published ? db->visible : published;
+  if (db->ckpt_target < target) db->ckpt_target = target;
+  uint64_t ticket = ++db->ckpt_asked;
+  db->compactor_idle = 0;
+  mw_mutex_unlock(&db->mu);
+  mw_bg_wake(&db->compactor, 0);
+  mw_mutex_lock(&db->mu);
+  while (db->ckpt_done < ticket) mw_cond_wait(&db->ckpt_cv, &db->mu);
+  int rc = db->ckpt_rc;
+  *pBusy = rc == SQLITE_OK && db->compacted < target;
+  mw_mutex_unlock(&db->mu);
+  return rc;
+}
+
+/* The compactor's part: 0 when no request is pending or the run ended, else the delay
+** before its next try. */
+static uint64_t checkpoint_step(mw_db *db) {
+  mw_mutex_lock(&db->mu);
+  uint64_t asked = db->ckpt_asked, target = db->ckpt_target;
+  int pending = asked > db->ckpt_done;
+  if (pending && db->ckpt_since == 0) db->ckpt_since = mw_now_ns();
+  uint64_t since = db->ckpt_since;
+  mw_mutex_unlock(&db->mu);
+  if (!pending) return 0;
+  int rc = mw_compact_now(db, MW_COMPACT_CHECKPOINT);
+  mw_mutex_lock(&db->mu);
+  int reached = db->compacted >= target;
+  if (rc == SQLITE_OK && !reached && db->broken) rc = db->broken;
+  mw_mutex_unlock(&db->mu);
+  if (rc == SQLITE_OK && !reached && db->mp &&
+      mw_now_ns() - since < (uint64_t)MW_CKPT_WAIT_MS * 1000000u)
+    return (uint64_t)CKPT_RETRY_MS * 1000000u;
+  if (rc == SQLITE_OK && reached) rc = mw_db_unmark(db);
+  mw_mutex_lock(&db->mu);
+  db->ckpt_rc = rc;
+  db->ckpt_done = asked;
+  db->ckpt_since = 0;
+  mw_cond_broadcast(&db->ckpt_cv);
+  mw_mutex_unlock(&db->mu);
+  return 0;
+}
+
 /* One step of the compactor job (background.c): compacts when asked or when the
 ** timer is due and there is work, else collects garbage. Returns when to run again:
 ** every TICK while there is anything left to do, never (until woken) once the
@@ -260,6 +319,8 @@ static uint64_t compactor_step(void *arg) {
   ** when this process is idle: its floor must advance, or nobody could compact. */
   if (db->mp) mw_mp_tick(db); /* with the sync of every process's unsynced records */
   else sync_unsynced(db);
+  uint64_t again = checkpoint_step(db);
+  if (again) return again;
   /* The replica stream: what became durable since the last step. A failure is retried
   ** at the next one (compaction waits for it: the log keeps what it has not written). */
   if (db->stream) (void)mw_stream_emit(db, 0);

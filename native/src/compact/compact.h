@@ -14,13 +14,22 @@
 
 int mw_compactor_start(mw_db *db);
 void mw_compactor_stop(mw_db *db);
-/* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK, or up to visible
+/* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK (or
+** MW_COMPACT_CHECKPOINT: the same, with the replica stream brought up to date first), or up to visible
 ** whatever the snapshots (MW_COMPACT_ALL: a reformat, the log goes on; MW_COMPACT_LAST:
 ** the last close, the log is emptied in place and removed next). Caller must not hold
 ** db->mu. */
-enum { MW_COMPACT_TICK = 0, MW_COMPACT_ALL = 1, MW_COMPACT_LAST = 2 };
+enum { MW_COMPACT_TICK = 0, MW_COMPACT_ALL = 1, MW_COMPACT_LAST = 2, MW_COMPACT_CHECKPOINT = 3 };
 int mw_compact_now(mw_db *db, int how);
 void mw_compact_kick(mw_db *db);
+/* PRAGMA wal_checkpoint, sqlite3_wal_checkpoint_v2 (lane.c): the compactor's job makes
+** the file hold every commit visible (mw_mp=1: published by any process) before the
+** call, synced, and takes the file's mark off when the log then holds nothing the file
+** lacks (db.c). *pBusy: a snapshot still open (mw_mp=1: of any process, after waiting
+** up to MW_CKPT_WAIT_MS for the others' floors) held the file back. Waits for the run;
+** the caller must not hold db->mu. */
+#define MW_CKPT_WAIT_MS 1000
+int mw_compact_checkpoint(mw_db *db, int *pBusy);
 /* After a commit became visible (under db->mu): sets *pWake when the compactor is
 ** idle and now has work; the caller then calls mw_compact_wake without db->mu. */
 void mw_compact_dirty_locked(mw_db *db, int *pWake);

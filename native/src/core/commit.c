@@ -5,7 +5,8 @@
 **  2. reserve: room in the log (SQLITE_FULL before anything is assigned);
 **  3. lock_stripes: the stripes of every page written or read, ascending;
 **  4. validate: pages written, pages read, the schema cookie, page 1's fields;
-**  5. assign: the epoch and the log offset together (under db->mu);
+**  5. arm, then assign: the file's mark back on if a checkpoint took it off
+**     (db.c); the epoch and the log offset together (under db->mu);
 **  6. install: the versions (not yet visible), then unlock the stripes;
 **  7. make_durable: a turn holder hands the turn over first (the next holder's
 **     snapshot includes this installed commit, turn.c / db.c; mw_mp=1: once the
@@ -248,6 +249,7 @@ typedef struct commit {
   uint64_t mask;               /* stripes to hold */
   int locked, installed;
   int mp_locked;               /* holds the publication lock of mw_mp=1 (mp.c) */
+  int armed;                   /* counted among the commits arming (db.c) */
   int synced;                  /* acknowledged once synced (FULL, EXTRA), not written */
   uint32_t view_cookie;
   int conflict;                /* MW_STAT_CONFLICT_* when refused */
@@ -562,6 +564,12 @@ static int refuse(commit *c, int rc) {
   mw_lane *l = c->l;
   if (c->locked) unlock_stripes(&l->db->store, c->mask);
   c->locked = 0;
+  if (c->armed) {
+    mw_mutex_lock(&l->db->mu);
+    mw_db_disarm_locked(l->db);
+    mw_mutex_unlock(&l->db->mu);
+  }
+  c->armed = 0;
   if (c->mp_locked) mw_mp_commit_end(l->db, SQLITE_ABORT, 0, 0);
   c->mp_locked = 0;
   unreserve(c);
@@ -597,10 +605,20 @@ static int refuse(commit *c, int rc) {
   return rc;
 }
 
+/* 5a. The file's mark on before anything reaches the log: a checkpoint takes it off
+** when the log holds nothing the file lacks (db.c, "the mark while open"). */
+static int arm(commit *c) {
+  int rc = mw_db_arm(c->l->db);
+  c->armed = rc == SQLITE_OK;
+  return rc;
+}
+
 /* 5. The epoch and the log offset, together. */
 static void assign(commit *c) {
   mw_db *db = c->l->db;
   mw_mutex_lock(&db->mu);
+  if (c->armed) mw_db_disarm_locked(db); /* from here the epoch says the log has it */
+  c->armed = 0;
   while (db->assigned - db->visible >= MW_RING - 1) mw_cond_wait(&db->cv, &db->mu);
   c->epoch = ++db->assigned;
   c->pe = &db->ring[c->epoch % MW_RING];
@@ -802,6 +820,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     c.locked = 1;
     rc = validate(&c);
   }
+  if (rc == SQLITE_OK && !c.conflict) rc = arm(&c);
   if (rc != SQLITE_OK || c.conflict) {
     rc = refuse(&c, rc);
   } else {
@@ -883,6 +902,7 @@ static int commit_several(mw_lane **lanes, int n) {
       rc = validate(order[i]);
       conflict |= order[i]->conflict != 0;
     }
+    for (int i = 0; rc == SQLITE_OK && !conflict && !same_pages && i < n; i++) rc = arm(order[i]);
   }
   if (rc != SQLITE_OK || conflict || same_pages) {
     for (int i = n - 1; order && i >= 0; i--)

@@ -143,6 +143,7 @@ static void db_free(mw_db *db) {
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
   mw_cond_destroy(&db->turn_cv);
+  mw_cond_destroy(&db->ckpt_cv);
   mw_mutex_destroy(&db->mu);
   free(db->path);
   free(db);
@@ -207,6 +208,7 @@ static int db_alloc(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   mw_mutex_init(&db->mu);
   mw_cond_init(&db->cv);
   mw_cond_init(&db->turn_cv);
+  mw_cond_init(&db->ckpt_cv);
   db->path = malloc(strlen(zPath) + 1);
   if (db->path == 0) {
     db_free(db);
@@ -514,6 +516,45 @@ static int finish(mw_db *db, int alone, int rc, int keep_log) {
     sqlite3_log(rc, "multiwriter: the last close of %s could not write the log into the file "
                 "(%s): the log and the engine's mark stay until an open through the engine "
                 "replays it; nothing is lost", db->path, sqlite3_errstr(rc));
+  return rc;
+}
+
+/* ---------------------------------------------------------------- the mark while open */
+
+/* A checkpoint (compact.c) takes the mark off once the log holds nothing the file
+** lacks, so that a copy of the file is a database for stock SQLite while connections
+** stay open; every commit first puts it back (mw_db_arm, before its epoch), so no
+** record reaches the log of an unmarked file. The state is db->unmarked under db->mu
+** (mw_mp=1: the shared header's, under the publication lock, mp.c). */
+int mw_db_arm(mw_db *db) {
+  if (db->mp) return mw_mp_arm(db); /* the caller holds the publication lock */
+  int rc = SQLITE_OK;
+  mw_mutex_lock(&db->mu);
+  /* A write and a sync of the file under db->mu: once, for the first commit after a
+  ** checkpoint; the mark cannot be taken off meanwhile. */
+  if (db->unmarked) {
+    rc = mw_guard_set_mark(db->data, 1);
+    if (rc == SQLITE_OK) db->unmarked = 0;
+  }
+  if (rc == SQLITE_OK) db->arming++;
+  mw_mutex_unlock(&db->mu);
+  return rc;
+}
+
+void mw_db_disarm_locked(mw_db *db) {
+  if (!db->mp) db->arming--;
+}
+
+int mw_db_unmark(mw_db *db) {
+  if (mw_guard_readonly(db->data)) return SQLITE_OK;
+  if (db->mp) return mw_mp_unmark(db);
+  int rc = SQLITE_OK;
+  mw_mutex_lock(&db->mu);
+  if (!db->unmarked && !db->broken && db->arming == 0 && db->compacted == db->assigned) {
+    rc = mw_guard_unmark_open(db->data);
+    if (rc == SQLITE_OK) db->unmarked = 1;
+  }
+  mw_mutex_unlock(&db->mu);
   return rc;
 }
 

@@ -85,6 +85,14 @@ int mw_db_release_orphans_locked(mw_db *db);
 ** store may prune below it. */
 uint64_t mw_db_oldest_now_locked(mw_db *db);
 
+/* The mark while the database is open (db.c, "the mark while open"): a commit arms
+** before its epoch (the mark back on if a checkpoint took it off; mw_mp=1 under the
+** publication lock) and is disarmed when it takes its epoch (under db->mu) or is
+** refused; a checkpoint unmarks once the log holds nothing the file lacks. */
+int mw_db_arm(mw_db *db);
+void mw_db_disarm_locked(mw_db *db);
+int mw_db_unmark(mw_db *db);
+
 /* The lanes whose commit the calling thread stashed (at most max). */
 int mw_db_stashed_lanes(void *owner, mw_lane **out, int max);
 /* The lane whose main file was opened with this name pointer. */

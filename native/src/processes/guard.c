@@ -43,6 +43,7 @@ typedef struct guard_file {
   int readonly;
   int marking;                 /* writes of bytes 18..19 put the mark in */
   int locked;                  /* SHARED or EXCLUSIVE held (see mw_guard_lock) */
+  int exclusive;               /* of which EXCLUSIVE */
   mw_fd shared_byte;           /* the handle holding this process's byte (mw_mp=1),
                                   MW_FD_INVALID when none */
 } guard_file;
@@ -177,6 +178,7 @@ int mw_guard_lock(sqlite3_file *f) {
     return rc;
   }
   g->locked = 1;
+  g->exclusive = !g->readonly;
   return SQLITE_OK;
 }
 
@@ -184,6 +186,7 @@ int mw_guard_unlock(sqlite3_file *f) {
   guard_file *g = (guard_file *)f;
   if (!g->locked) return SQLITE_OK;
   g->locked = 0;
+  g->exclusive = 0;
   if (g->shared_byte != MW_FD_INVALID) {
     int rc = mw_file_close(g->shared_byte);
     g->shared_byte = MW_FD_INVALID;
@@ -203,6 +206,7 @@ int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id) {
     int rc = in->pMethods->xUnlock(in, SQLITE_LOCK_NONE);
     if (rc != SQLITE_OK) return rc;
     g->locked = 0;
+    g->exclusive = 0;
   }
   int rc = mw_file_hold_byte(zPath, id, MW_SHARED_FIRST, MW_SHARED_SIZE, &g->shared_byte);
   if (rc == SQLITE_NOTFOUND) rc = in->pMethods->xLock(in, SQLITE_LOCK_SHARED);
@@ -234,4 +238,18 @@ int mw_guard_set_mark(sqlite3_file *f, int on) {
   if (rc == SQLITE_OK) rc = g->inner->pMethods->xSync(g->inner, SQLITE_SYNC_NORMAL);
   if (rc == SQLITE_OK) g->marking = on;
   return rc;
+}
+
+int mw_guard_unmark_open(sqlite3_file *f) {
+  guard_file *g = (guard_file *)f;
+  if (g->readonly) return SQLITE_READONLY;
+  static const unsigned char wal[2] = { 2, 2 };
+  int rc = g->inner->pMethods->xWrite(g->inner, wal, 2, HDR_VERSIONS);
+  if (rc == SQLITE_OK) rc = g->inner->pMethods->xSync(g->inner, SQLITE_SYNC_NORMAL);
+  return rc;
+}
+
+int mw_guard_keeps_out(sqlite3_file *f) {
+  guard_file *g = (guard_file *)f;
+  return g->locked && (g->exclusive || g->shared_byte != MW_FD_INVALID);
 }

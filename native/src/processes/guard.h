@@ -27,6 +27,14 @@ int mw_guard_share(sqlite3_file *f, const char *zPath, const mw_file_id *id);
 int mw_guard_marked(sqlite3_file *f, int *pMarked);
 /* Sets (on) or clears the mark, durably. */
 int mw_guard_set_mark(sqlite3_file *f, int on);
+/* Takes the mark off, durably, while the engine has the file open (a checkpoint left
+** the log with nothing the file lacks): this handle's writes of the header still put
+** it in, and the next commit sets it again first. */
+int mw_guard_unmark_open(sqlite3_file *f);
+/* 1 when the lock keeps stock connections of other processes out whatever the header
+** says: EXCLUSIVE, or this process's own byte (mw_mp=1 where the system has open file
+** description locks); 0 where only the mark refuses them (mw_mp=1 on macOS). */
+int mw_guard_keeps_out(sqlite3_file *f);
 /* The file carries the mark already: this handle's writes of the header keep it in. */
 void mw_guard_keep_mark(sqlite3_file *f);
 

@@ -61,7 +61,8 @@
 #include <unistd.h>
 
 #define SHM_MAGIC "SQLMWSHM"
-#define SHM_VERSION 7u          /* 7: records acknowledged once written (log format 2) */
+#define SHM_VERSION 8u          /* 7: records acknowledged once written (log format 2);
+                                    8: the mark taken off by a checkpoint (unmarked) */
 #define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193
@@ -112,7 +113,8 @@ typedef struct shm_hdr {
   uint64_t ltx_l0_bytes;       /* level-0 bytes written since the last snapshot (about) */
   uint64_t ltx_epoch0, ltx_txid0; /* the TXIDs: epoch0's state is TXID txid0 */
   uint32_t ltx_pages;          /* the database's size at ltx_emitted */
-  uint32_t ltx_zero;
+  uint32_t unmarked;           /* a checkpoint took the file's mark off ("the mark",
+                                  below); the next commit of any process puts it back */
 } shm_hdr;
 
 struct mw_mp {
@@ -1052,6 +1054,43 @@ int mw_mp_compact_log(mw_db *db, uint64_t base) {
 
 void mw_mp_compact_end(mw_db *db) { join_release(db->mp); }
 
+/* ---------------------------------------------------------------- the mark */
+
+/* The mark (guard.c) is the file's, so its state while processes are open is the
+** shared header's, read and changed under the publication lock: a checkpoint takes the
+** mark off only when every published record is in the file (compacted) and no commit of
+** any process is between its lock and its publication; a commit puts it back, under
+** the same lock, before its record is written. Where the processes' lock cannot keep
+** stock connections out (no open file description locks: macOS), the mark stays. */
+int mw_mp_unmark(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (!mw_guard_keeps_out(db->data)) return SQLITE_OK;
+  int rc = pub_lock(m);
+  if (rc != SQLITE_OK) return rc;
+  shm_hdr *h = m->hdr;
+  if (!__atomic_load_n(&h->unmarked, __ATOMIC_ACQUIRE) &&
+      __atomic_load_n(&h->compacted, __ATOMIC_ACQUIRE) ==
+          __atomic_load_n(&h->committed_epoch, __ATOMIC_ACQUIRE)) {
+    rc = mw_guard_unmark_open(db->data);
+    if (rc == SQLITE_OK) __atomic_store_n(&h->unmarked, 1, __ATOMIC_RELEASE);
+  }
+  (void)byte_lock(m->fd, LOCK_PUB, F_UNLCK, 0);
+  mw_mutex_unlock(&m->pub_mu);
+  return rc;
+}
+
+uint64_t mw_mp_committed_epoch(mw_db *db) {
+  return __atomic_load_n(&db->mp->hdr->committed_epoch, __ATOMIC_ACQUIRE);
+}
+
+int mw_mp_arm(mw_db *db) {
+  shm_hdr *h = db->mp->hdr;
+  if (!__atomic_load_n(&h->unmarked, __ATOMIC_ACQUIRE)) return SQLITE_OK;
+  int rc = mw_guard_set_mark(db->data, 1);
+  if (rc == SQLITE_OK) __atomic_store_n(&h->unmarked, 0, __ATOMIC_RELEASE);
+  return rc;
+}
+
 /* ---------------------------------------------------------------- open and close */
 
 /* Opens "<db>-mwshm" and takes its join lock; a file that a last closer removed
@@ -1398,6 +1437,9 @@ void mw_mp_mark_locked(mw_db *db, uint64_t before) { (void)db; (void)before; }
 int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit) { (void)db; *pLimit = 0; return SQLITE_BUSY; }
 int mw_mp_compact_log(mw_db *db, uint64_t base) { (void)db; (void)base; return SQLITE_MISUSE; }
 void mw_mp_compact_end(mw_db *db) { (void)db; }
+int mw_mp_unmark(mw_db *db) { (void)db; return SQLITE_OK; }
+int mw_mp_arm(mw_db *db) { (void)db; return SQLITE_OK; }
+uint64_t mw_mp_committed_epoch(mw_db *db) { (void)db; return 0; }
 void mw_mp_floor(mw_db *db, uint64_t oldest) { (void)db; (void)oldest; }
 void mw_mp_tick(mw_db *db) { (void)db; }
 int mw_mp_turn_take(mw_db *db) { (void)db; return 0; }

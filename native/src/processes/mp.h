@@ -69,6 +69,13 @@ int mw_mp_load_image(void *ctx, uint32_t pgno, uint64_t at, unsigned char *buf);
 int mw_mp_compact_begin(mw_db *db, uint64_t *pLimit);
 int mw_mp_compact_log(mw_db *db, uint64_t base);
 void mw_mp_compact_end(mw_db *db);
+/* The mark while processes are open (mp.c, "the mark"): unmark takes it off when every
+** published record is in the file (a checkpoint, compact.c); arm, called by a commit
+** under the publication lock before its epoch, puts it back first. */
+int mw_mp_unmark(mw_db *db);
+int mw_mp_arm(mw_db *db);
+/* The epoch of the last record published by any process. */
+uint64_t mw_mp_committed_epoch(mw_db *db);
 /* Publishes this process's floor (db->oldest: below every snapshot it has or will
 ** take, and applied). */
 void mw_mp_floor(mw_db *db, uint64_t oldest);

@@ -20,6 +20,7 @@
 ** Never touches: the database file (except reads through mw_db_read_file), the log.
 */
 #include "engine.h"
+#include "compact/compact.h"
 #include "core/commit.h"
 #include "core/datafile.h"
 #include "core/db.h"
@@ -522,10 +523,31 @@ static int main_shm_map(sqlite3_file *f, int iRegion, int szRegion, int bExtend,
   return SQLITE_OK;
 }
 
+/* A checkpoint (PRAGMA wal_checkpoint, sqlite3_wal_checkpoint_v2, the automatic one
+** after a commit of wal_autocheckpoint pages) takes the checkpoint lock alone, outside
+** any transaction; SQLite's recovery takes it with the recover lock (n = 2), and the
+** checkpoint at the close of the last connection, in exclusive mode, takes no shared
+** lock at all. SQLite then copies its private WAL, which holds nothing between
+** transactions; the engine's part is the real one: the file made to hold every commit
+** visible before it (compact.c). A snapshot that held it back (another connection's
+** open transaction) is SQLITE_BUSY for the lock, which SQLite reports as busy = 1 (and
+** -1 for the frame counts) without calling a busy handler, as for a checkpoint that
+** another connection runs. */
+static int checkpoint(mw_lane *l) {
+  int busy = 0;
+  int rc = mw_compact_checkpoint(l->db, &busy);
+  if (rc == SQLITE_OK && busy) rc = SQLITE_BUSY;
+  return rc;
+}
+
 /* Lock slots: 0 write, 1 checkpoint, 2 recover, 3..7 read marks. */
 static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
   mw_lane *l = ((mw_file *)f)->lane;
   int lock = (flags & SQLITE_SHM_LOCK) != 0;
+  if (ofst == 1 && n == 1 && lock && (flags & SQLITE_SHM_EXCLUSIVE) && !l->in_snap) {
+    int rc = checkpoint(l);
+    if (rc != SQLITE_OK) return rc;
+  }
   /* Joins, and a rollback of a released transaction works (no refusal here). */
   if (l->in_snap) (void)mw_db_lane_use(l->db, l);
   if (flags & SQLITE_SHM_SHARED) {
