@@ -200,7 +200,7 @@ export const MUTANTS = [
     id: "compact-ignores-snapshots",
     file: "compact/compact.c",
     find:
-      "  if (how == MW_COMPACT_TICK)\n" +
+      "  if (bounded(how))\n" +
       "    for (mw_lane *l = db->lanes; l; l = l->next_in_db)\n" +
       "      if (l->reg && l->reg < m) m = l->reg;\n",
     replace: "",
@@ -362,6 +362,38 @@ export const MUTANTS = [
     replace: "if (__atomic_load_n(locks, __ATOMIC_RELAXED) > 100) {",
     tests: ["test_engine_isolation"],
     why: "a transaction over attached databases publishes main before the other is validated",
+  },
+  {
+    id: "checkpoint-ignored",
+    file: "vfs/lane.c",
+    find: "  if (ofst == 1 && n == 1 && lock && (flags & SQLITE_SHM_EXCLUSIVE) && !l->in_snap) {\n",
+    replace: "  if (0) {\n",
+    tests: ["test_engine_checkpoint"],
+    why: "PRAGMA wal_checkpoint leaves the .db behind and marked: a copy taken after it is not a database",
+  },
+  {
+    id: "checkpoint-busy-hidden",
+    file: "vfs/lane.c",
+    find: "  if (rc == SQLITE_OK && busy) rc = SQLITE_BUSY;\n",
+    replace: "  (void)busy;\n",
+    tests: ["test_engine_checkpoint"],
+    why: "a checkpoint held back by an open snapshot answers busy = 0: the caller trusts a file that lacks commits",
+  },
+  {
+    id: "checkpoint-commit-unarmed",
+    file: "core/commit.c",
+    find: "  int rc = mw_db_arm(c->l->db);\n",
+    replace: "  int rc = SQLITE_OK;\n",
+    tests: ["test_engine_checkpoint"],
+    why: "a commit after a checkpoint reaches the log of an unmarked file: after a crash stock SQLite reads the file without it",
+  },
+  {
+    id: "checkpoint-mp-commit-unarmed",
+    file: "processes/mp.c",
+    find: "  int rc = mw_guard_set_mark(db->data, 1);\n  if (rc == SQLITE_OK) __atomic_store_n(&h->unmarked, 0, __ATOMIC_RELEASE);\n",
+    replace: "  int rc = SQLITE_OK;\n",
+    tests: ["test_engine_checkpoint"],
+    why: "mw_mp=1: another process's commit after a checkpoint leaves the file unmarked",
   },
   {
     id: "lane-exclusive-accepted",
