@@ -172,6 +172,7 @@ struct mw_db {
   uint64_t ckpt_since;         /* mw_mp=1: when the run for the pending requests began
                                   (ns; it retries while the others' floors catch up) */
   int ckpt_rc;                 /* the last run's result */
+  int ckpt_patient;            /* a pending request may wait for the others (mw_mp=1) */
   /* The mark (guard.c) while the engine is open: a checkpoint that left the log with
   ** nothing the file lacks takes it off; the next commit puts it back first (db.c,
   ** mw_db_arm_locked). mw_mp=1 keeps this in the shared header instead (mp.c). */
@@ -268,6 +269,9 @@ struct mw_lane {
   int last_nown;               /* commits of the previous transaction */
   int must_reset;              /* next snapshot starts cold whatever happened */
   int wrote;                   /* this snapshot took the write lock */
+  int ckpt_explicit;           /* the connection prepared PRAGMA wal_checkpoint: its
+                                  checkpoints wait for other processes (compact.c); the
+                                  automatic ones after a big commit do not */
   int keeps_version;           /* the connection asked for PRAGMA data_version: its
                                   own commits keep it warm too (lane.c) */
   int alone;                   /* at its last transaction's end, the only lane of its

@@ -259,16 +259,18 @@ static void sync_unsynced(mw_db *db) {
 ** process run at once) and waits. A run serves every request made before it began:
 ** it compacts as a tick would, the replica first; the file then holds the target
 ** unless a snapshot held it back. With mw_mp=1 the others' floors follow their ticks,
-** so a run that falls short tries again every RETRY until MW_CKPT_WAIT_MS. The mark
+** so a run that falls short tries again every RETRY until MW_CKPT_WAIT_MS when a
+** pending request is patient (PRAGMA wal_checkpoint). The mark
 ** goes once the file holds everything (db.c decides under its lock). */
 #define CKPT_RETRY_MS 20
 
-int mw_compact_checkpoint(mw_db *db, int *pBusy) {
+int mw_compact_checkpoint(mw_db *db, int patient, int *pBusy) {
   uint64_t published = db->mp ? mw_mp_committed_epoch(db) : 0;
   mw_mutex_lock(&db->mu);
   uint64_t target = db->visible > published ? db->visible : published;
   if (db->ckpt_target < target) db->ckpt_target = target;
   uint64_t ticket = ++db->ckpt_asked;
+  if (patient) db->ckpt_patient = 1;
   db->compactor_idle = 0;
   mw_mutex_unlock(&db->mu);
   mw_bg_wake(&db->compactor, 0);
@@ -288,6 +290,7 @@ static uint64_t checkpoint_step(mw_db *db) {
   int pending = asked > db->ckpt_done;
   if (pending && db->ckpt_since == 0) db->ckpt_since = mw_now_ns();
   uint64_t since = db->ckpt_since;
+  int patient = db->ckpt_patient;
   mw_mutex_unlock(&db->mu);
   if (!pending) return 0;
   int rc = mw_compact_now(db, MW_COMPACT_CHECKPOINT);
@@ -295,7 +298,7 @@ static uint64_t checkpoint_step(mw_db *db) {
   int reached = db->compacted >= target;
   if (rc == SQLITE_OK && !reached && db->broken) rc = db->broken;
   mw_mutex_unlock(&db->mu);
-  if (rc == SQLITE_OK && !reached && db->mp &&
+  if (rc == SQLITE_OK && !reached && db->mp && patient &&
       mw_now_ns() - since < (uint64_t)MW_CKPT_WAIT_MS * 1000000u)
     return (uint64_t)CKPT_RETRY_MS * 1000000u;
   if (rc == SQLITE_OK && reached) rc = mw_db_unmark(db);
@@ -303,6 +306,7 @@ static uint64_t checkpoint_step(mw_db *db) {
   db->ckpt_rc = rc;
   db->ckpt_done = asked;
   db->ckpt_since = 0;
+  db->ckpt_patient = 0;
   mw_cond_broadcast(&db->ckpt_cv);
   mw_mutex_unlock(&db->mu);
   return 0;

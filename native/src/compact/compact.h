@@ -25,11 +25,11 @@ void mw_compact_kick(mw_db *db);
 /* PRAGMA wal_checkpoint, sqlite3_wal_checkpoint_v2 (lane.c): the compactor's job makes
 ** the file hold every commit visible (mw_mp=1: published by any process) before the
 ** call, synced, and takes the file's mark off when the log then holds nothing the file
-** lacks (db.c). *pBusy: a snapshot still open (mw_mp=1: of any process, after waiting
-** up to MW_CKPT_WAIT_MS for the others' floors) held the file back. Waits for the run;
-** the caller must not hold db->mu. */
+** lacks (db.c). *pBusy: a snapshot still open (mw_mp=1: of any process; patient: after
+** waiting up to MW_CKPT_WAIT_MS for the others' floors, which follow their ticks) held
+** the file back. Waits for the run; the caller must not hold db->mu. */
 #define MW_CKPT_WAIT_MS 1000
-int mw_compact_checkpoint(mw_db *db, int *pBusy);
+int mw_compact_checkpoint(mw_db *db, int patient, int *pBusy);
 /* After a commit became visible (under db->mu): sets *pWake when the compactor is
 ** idle and now has work; the caller then calls mw_compact_wake without db->mu. */
 void mw_compact_dirty_locked(mw_db *db, int *pWake);

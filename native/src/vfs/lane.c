@@ -385,6 +385,7 @@ static int pragma(mw_lane *l, char **a) {
     return a[0] ? SQLITE_OK : SQLITE_NOMEM;
   }
   if (!sqlite3_stricmp(name, "data_version")) l->keeps_version = 1;
+  if (!sqlite3_stricmp(name, "wal_checkpoint")) l->ckpt_explicit = 1;
   if (!sqlite3_stricmp(name, "synchronous") && val) {
     static const char *names[] = { "off", "normal", "full", "extra" };
     for (int i = 0; i < 4; i++)
@@ -532,10 +533,12 @@ static int main_shm_map(sqlite3_file *f, int iRegion, int szRegion, int bExtend,
 ** visible before it (compact.c). A snapshot that held it back (another connection's
 ** open transaction) is SQLITE_BUSY for the lock, which SQLite reports as busy = 1 (and
 ** -1 for the frame counts) without calling a busy handler, as for a checkpoint that
-** another connection runs. */
+** another connection runs. With mw_mp=1 a connection that prepared PRAGMA wal_checkpoint
+** waits a while for the other processes' floors; the automatic checkpoint (or a call of
+** sqlite3_wal_checkpoint_v2 alone) tries once, as stock SQLite's PASSIVE mode does. */
 static int checkpoint(mw_lane *l) {
   int busy = 0;
-  int rc = mw_compact_checkpoint(l->db, &busy);
+  int rc = mw_compact_checkpoint(l->db, l->ckpt_explicit, &busy);
   if (rc == SQLITE_OK && busy) rc = SQLITE_BUSY;
   return rc;
 }
