@@ -550,7 +550,8 @@ int mw_db_unmark(mw_db *db) {
   if (db->mp) return mw_mp_unmark(db);
   int rc = SQLITE_OK;
   mw_mutex_lock(&db->mu);
-  if (!db->unmarked && !db->broken && db->arming == 0 && db->compacted == db->assigned) {
+  /* Written even when already off: a reformat's page 1 carries the mark in. */
+  if (!db->broken && db->arming == 0 && db->compacted == db->assigned) {
     rc = mw_guard_unmark_open(db->data);
     if (rc == SQLITE_OK) db->unmarked = 1;
   }

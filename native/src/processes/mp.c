@@ -1068,8 +1068,8 @@ int mw_mp_unmark(mw_db *db) {
   int rc = pub_lock(m);
   if (rc != SQLITE_OK) return rc;
   shm_hdr *h = m->hdr;
-  if (!__atomic_load_n(&h->unmarked, __ATOMIC_ACQUIRE) &&
-      __atomic_load_n(&h->compacted, __ATOMIC_ACQUIRE) ==
+  /* Written even when the header says off: a joiner's open marks the file again. */
+  if (__atomic_load_n(&h->compacted, __ATOMIC_ACQUIRE) ==
           __atomic_load_n(&h->committed_epoch, __ATOMIC_ACQUIRE)) {
     rc = mw_guard_unmark_open(db->data);
     if (rc == SQLITE_OK) __atomic_store_n(&h->unmarked, 1, __ATOMIC_RELEASE);
