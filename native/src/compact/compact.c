@@ -1,6 +1,6 @@
 /*
 ** compact.c: the compactor. A background thread per database writes committed
-** pages into the database file and shortens the log (engine.md section 6):
+** pages into the database file and shortens the log (docs/design.md "Choices", compaction):
 **   T = min(visible epoch, oldest active snapshot, with mw_mp=1 the other processes'
 **   floors); for each page changed since the
 **   last compaction, its newest version <= T goes into the file; the file size is

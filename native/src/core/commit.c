@@ -1,5 +1,5 @@
 /*
-** commit.c: publishes a lane's commit, in the order of engine.md section 5, one
+** commit.c: publishes a lane's commit, in this order (docs/design.md "Choices"), one
 ** function a step:
 **  1. collect: copy the write set out of the private WAL (outside every lock);
 **  2. reserve: room in the log (SQLITE_FULL before anything is assigned);
@@ -13,7 +13,7 @@
 **     record is published, mp_publish); append the record
 **     to the log, wait for the group sync;
 **  8. make_visible: strictly in epoch order.
-** Relocation (growth.c, engine.md section 7) plugs in at step 4 where the only
+** Relocation (growth.c, docs/design.md "Concurrent growth") plugs in at step 4 where the only
 ** conflict is growth; rebase (rebase.c, section 9) where the conflicts are on table
 ** leaf pages and the transaction declared the rows it read. A transaction that writes several engine databases
 ** (attached ones) goes through mw_commit_group: steps 1-4 for every database
@@ -104,7 +104,7 @@ static int page1_check(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t 
   return SQLITE_OK;
 }
 
-/* ---- the interior-table routing exception (engine.md section 5, step 4) ---- */
+/* ---- the interior-table routing exception (step 4; docs/design.md "Choices") ---- */
 
 typedef struct route { uint32_t child; int64_t lo, hi; } route; /* keys in (lo, hi] */
 

@@ -6,7 +6,7 @@
 ** the recovery scan, and the switch to a shorter log after a compaction.
 ** Never touches: the database file, the page store, SQLite.
 **
-** The commit path calls, in this order (engine.md section 5):
+** The commit path calls, in this order (core/commit.c):
 **   mw_log_reserve       outside every lock: room in the file for the record, so that
 **                        a full disk fails with SQLITE_FULL before anything is assigned;
 **   mw_log_assign        under the caller's publication lock, in epoch order: the

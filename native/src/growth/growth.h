@@ -1,5 +1,5 @@
 /*
-** growth.h: concurrent growth on the commit path (growth.c, engine.md section 7);
+** growth.h: concurrent growth on the commit path (growth.c, docs/design.md "Concurrent growth");
 ** the page-level machinery is relocate.h's.
 */
 #ifndef MW_GROWTH_H
@@ -7,7 +7,7 @@
 
 #include "engine.h"
 
-/* growth.c (engine.md section 7): called by mw_commit under every stripe. */
+/* growth.c: called by mw_commit under every stripe. */
 /* 1 when a write conflict on pgno is one that relocation or the interior merge
 ** may resolve: page 1, a page past the snapshot's end, or an interior table page
 ** on both sides. c is the page's chain. */

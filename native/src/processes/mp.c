@@ -1,5 +1,5 @@
 /*
-** mp.c: multi-process mode (mw_mp=1, docs/design.md "Processes", engine.md section 8).
+** mp.c: multi-process mode (mw_mp=1, docs/design.md "Processes").
 ** Every process of the database keeps its own page store and its own handle on the
 ** one log "<db>-mw"; they agree through "<db>-mwshm" (docs/format.md):
 **   - a header, mapped: the committed end (logical offset after the last record whose

@@ -1,7 +1,7 @@
 /*
-** rebase.c: rebase on the commit path (engine.md section 9, docs/design.md
-** "Rebase"). Called by commit.c at step 4 when a write conflict is on a page that
-** existed at the snapshot and the transaction may be rebased.
+** rebase.c: rebase on the commit path (docs/design.md "Rebase"). Called by commit.c
+** at step 4 when a write conflict is on a page that existed at the snapshot and the
+** transaction may be rebased.
 **
 ** A page image does not show which rows a transaction read: SQLite reads a whole
 ** page to find one row. Nor every row it wrote: a write of the value a row already

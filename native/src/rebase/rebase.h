@@ -1,5 +1,5 @@
 /*
-** Rebase (engine.md section 9, docs/design.md "Rebase"): a commit that lost only
+** Rebase (docs/design.md "Rebase"): a commit that lost only
 ** because commits since its snapshot changed other rows of the same table leaf
 ** pages is published with its row changes replayed on the newest pages.
 **
@@ -58,7 +58,7 @@ mw_leaf_merge_result mw_merge_table_leaf(const unsigned char *base, const unsign
                                          size_t scratch_size, int *pChanged);
 
 /* ---------------------------------------------------------------------------
-** The commit path's side (rebase.c, engine.md section 9). The types are engine.h's.
+** The commit path's side (rebase.c). The types are engine.h's.
 */
 typedef struct mw_lane mw_lane;
 typedef struct mw_chain mw_chain;
