@@ -37,6 +37,19 @@ export function killChildren() {
   children.clear();
 }
 
+/** At the driver's exit (normal, a signal, an uncaught error): the children killed, then
+ * `also()` (e.g. the work directory removed). Returns that cleanup, for an early call. */
+export function cleanupAtExit(also) {
+  const cleanup = () => {
+    killChildren();
+    also();
+  };
+  process.on("exit", cleanup);
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => { cleanup(); process.exit(130); });
+  process.on("uncaughtException", (e) => { console.error(e); cleanup(); process.exit(1); });
+  return cleanup;
+}
+
 /** Starts a child with its output kept in `.out`; `.done` resolves to { code, signal } at its exit. */
 export function start(cmd, args, env) {
   const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });

@@ -27,7 +27,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
-import { children, killChildren, root, runtimes, sleep, sql, start, WRK } from "./common.mjs";
+import { children, cleanupAtExit, root, runtimes, sleep, sql, start, WRK } from "./common.mjs";
 
 const SHAPES = ["bun-processes", "deno-processes"];
 function usage(msg) {
@@ -85,13 +85,9 @@ const ITEMS = 1000, EXTRA = 20, STOCK0 = 1000000;
 const SLOW_MS = 2000;
 
 let workDir = null;
-function cleanup() {
-  killChildren();
+const cleanup = cleanupAtExit(() => {
   if (workDir && !opt.dir) rmSync(workDir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => { cleanup(); process.exit(130); });
-process.on("uncaughtException", (e) => { console.error(e); cleanup(); process.exit(1); });
+});
 
 function commands(shape) {
   if (shape === "bun-processes") {

@@ -17,7 +17,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killChildren, root, runtimes, sleep, sql, start, WRK } from "./common.mjs";
+import { cleanupAtExit, root, runtimes, sleep, sql, start, WRK } from "./common.mjs";
 
 const SHAPES = ["bun-processes", "bun-threads", "deno-processes", "deno-serve"];
 const SERVICES = ["shop", "counter", "events"];
@@ -156,13 +156,9 @@ end
 
 // ---------------------------------------------------------------- processes
 let workDir = null;
-function cleanup() {
-  killChildren();
+const cleanup = cleanupAtExit(() => {
   if (workDir && !opt.dir) rmSync(workDir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => { cleanup(); process.exit(130); });
-process.on("uncaughtException", (e) => { console.error(e); cleanup(); process.exit(1); });
+});
 
 // The commands of a shape: the servers to start, how many "listening" lines to wait for.
 function serverCommands(shape, service, port, procs) {
