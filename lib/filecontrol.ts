@@ -17,6 +17,8 @@ interface OpShape {
 const I32: OpShape = { bytes: 4, number: "i32" };
 const I64: OpShape = { bytes: 8, number: "i64" };
 const POINTER: OpShape = { bytes: 8 };
+/** The smallest buffer fileControl() takes, whatever the op (as bun:sqlite). */
+const MIN_BUFFER = 8;
 
 /** SQLite's file controls (sqlite3.h) that are safe from JS, and the engine's. */
 export const FILE_CONTROLS: ReadonlyMap<number, OpShape> = new Map<number, OpShape>([
@@ -57,7 +59,8 @@ export function refusedOp(op: number): string {
 
 /**
  * The buffer C gets for op's argument: null, a number as the int (or 64-bit int) the op
- * takes, or the bytes of a typed array or DataView at least as long as the op writes.
+ * takes, or the bytes of a typed array or DataView at least as long as the op writes, and
+ * never under 8 bytes.
  * Throws for an op not in FILE_CONTROLS and for an argument of the wrong shape.
  */
 export function controlArgument(
@@ -85,6 +88,12 @@ export function controlArgument(
     throw new TypeError(`sqlite-multiwriter: fileControl() takes a number, a typed array or null, got ${describe(arg)}`);
   }
   const buf = asBytes(arg); // the true byte length, whatever arg.length says
+  if (buf.byteLength < MIN_BUFFER) {
+    // bun:sqlite refuses any buffer under 8 bytes, whatever the op (its words first).
+    throw new RangeError(
+      `TypedArray must be at least ${MIN_BUFFER} bytes (sqlite-multiwriter: file control ${op} got ${buf.byteLength})`,
+    );
+  }
   if (shape.bytes === 0 || buf.byteLength < shape.bytes) {
     throw new RangeError(
       `sqlite-multiwriter: file control ${op} ` +

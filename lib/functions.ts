@@ -7,7 +7,7 @@ import { SQLITE_DETERMINISTIC, SQLITE_DIRECTONLY, SQLITE_INNOCUOUS, SQLITE_UTF8 
 import { SQLiteError } from "./error.ts";
 import type { Ptr } from "./ffi/index.ts";
 import type { Internals } from "./internals.ts";
-import { cstr, readValue, setResult, type SQLValue } from "./values.ts";
+import { cstr, readValue, setResult, type SQLValue, type ValueMode } from "./values.ts";
 
 /** Options of a custom scalar function. */
 export interface FunctionOptions {
@@ -19,16 +19,21 @@ export interface FunctionOptions {
   innocuous?: boolean;
   /** Any number of arguments (otherwise fn.length). */
   varargs?: boolean;
+  /**
+   * INTEGER arguments as bigint, and a bigint result beyond 64 bits a RangeError (as
+   * bun:sqlite's option); default: the database's `safeIntegers`.
+   */
+  safeIntegers?: boolean;
 }
 
 /** An aggregate (or window) function for db.aggregate(). */
 export interface AggregateOptions<S = unknown> extends FunctionOptions {
   /** The state each group starts from, or a function making it. */
   start?: S | (() => S);
-  /** Folds one row's arguments into the state; returns the new state. */
-  step: (state: S, ...args: SQLValue[]) => S;
-  /** Takes a row back out of the state (makes it a window function). */
-  inverse?: (state: S, ...args: SQLValue[]) => S;
+  /** Folds one row's arguments into the state; returns the new state (undefined: the state stays). */
+  step: (state: S, ...args: SQLValue[]) => S | void;
+  /** Takes a row back out of the state (makes it a window function); undefined keeps the state. */
+  inverse?: (state: S, ...args: SQLValue[]) => S | void;
   /** The value the group returns (default: the state). */
   result?: (state: S) => unknown;
 }
@@ -58,10 +63,19 @@ export function safeText(e: unknown): string {
   return "a custom function threw a value that cannot be printed";
 }
 
-function readArgs(c: Internals, argc: number, argv: Ptr): SQLValue[] {
+// How a function's arguments are read and its result set: the connection's rules, with
+// its own safeIntegers where the options give one.
+function modeOf(c: Internals, o: FunctionOptions): ValueMode {
+  if (o.safeIntegers !== undefined && typeof o.safeIntegers !== "boolean") {
+    throw new TypeError("sqlite-multiwriter: the safeIntegers option must be a boolean");
+  }
+  return o.safeIntegers === undefined ? c.mode : { ...c.mode, safe: o.safeIntegers };
+}
+
+function readArgs(c: Internals, mode: ValueMode, argc: number, argv: Ptr): SQLValue[] {
   const f = c.ffi;
   const args = new Array<SQLValue>(argc);
-  for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), c.mode);
+  for (let i = 0; i < argc; i++) args[i] = readValue(f, f.ptrAt(argv, i * 8), mode);
   return args;
 }
 
@@ -93,11 +107,12 @@ export function defineFunction(
   if (typeof options !== "object" || options === null) {
     throw new TypeError("sqlite-multiwriter: function() options must be an object");
   }
+  const mode = modeOf(c, options);
   const db = c.handle();
   const zName = cstr(name, "the function name");
   const f = c.ffi;
   const cb = f.callback("scalar", (ctx, argc, argv) => {
-    guard(c, ctx, () => setResult(f, ctx, fn(...readArgs(c, argc, argv))));
+    guard(c, ctx, () => setResult(f, ctx, fn(...readArgs(c, mode, argc, argv)), mode));
   });
   const nArg = options.varargs ? -1 : fn.length;
   const rc = c.sym.sqlite3_create_function_v2(
@@ -120,6 +135,7 @@ export function defineAggregate<S>(c: Internals, name: string, options: Aggregat
       throw new TypeError(`sqlite-multiwriter: aggregate() option "${k}" must be a function`);
     }
   }
+  const mode = modeOf(c, options);
   const db = c.handle();
   const zName = cstr(name, "the function name");
   const f = c.ffi;
@@ -140,18 +156,21 @@ export function defineAggregate<S>(c: Internals, name: string, options: Aggregat
     }
     return { key, state };
   };
-  const fold = (fn: (acc: S, ...args: SQLValue[]) => S) => (ctx: Ptr, argc: number, argv: Ptr): void =>
+  // A step (or inverse) that returns undefined keeps the state, as bun:sqlite does: one
+  // that changes its state in place need not return it.
+  const fold = (fn: (acc: S, ...args: SQLValue[]) => S | void) => (ctx: Ptr, argc: number, argv: Ptr): void =>
     guard(c, ctx, () => {
       const at = stateOf(ctx, true);
       if (at === null) throw new SQLiteError("out of memory", 7);
-      at.state.v = fn(at.state.v, ...readArgs(c, argc, argv));
+      const next = fn(at.state.v, ...readArgs(c, mode, argc, argv));
+      if (next !== undefined) at.state.v = next;
     });
   const emit = (final: boolean) => (ctx: Ptr): void =>
     guard(c, ctx, () => {
       const at = stateOf(ctx, false);
       const v = at === null ? initial() : at.state.v;
       if (final && at !== null) states.delete(at.key);
-      setResult(f, ctx, result ? result(v) : v);
+      setResult(f, ctx, result ? result(v) : v, mode);
     });
   const cbs = [f.callback("scalar", fold(step)), f.callback("final", emit(true))];
   if (inverse) cbs.push(f.callback("final", emit(false)), f.callback("scalar", fold(inverse)));

@@ -62,6 +62,34 @@ function isNamed(v: unknown): v is BindParams {
 }
 
 const NOT_LOADED = -1;
+/** A key that is an array index ("0", "1", ...): bun:sqlite binds it by position. */
+const INDEX_KEY = /^(0|[1-9][0-9]*)$/;
+
+// The prototype of the rows of as(Class), checked as bun:sqlite checks it (its words).
+function rowPrototype(Class: unknown): object {
+  if (typeof Class !== "function" && (typeof Class !== "object" || Class === null)) {
+    throw new TypeError("Expected class to be a constructor or undefined");
+  }
+  if (!isConstructor(Class)) throw new TypeError("Expected a constructor");
+  const proto: unknown = (Class as { prototype?: unknown }).prototype;
+  if (proto === undefined) throw new TypeError("Expected constructor to have a prototype");
+  if ((typeof proto !== "object" && typeof proto !== "function") || proto === null) {
+    throw new TypeError("Expected a constructor prototype to be an object");
+  }
+  return proto;
+}
+
+// True for what `new` accepts (a class, a plain function, a bound one), without calling it:
+// Reflect.construct only checks its newTarget here, then constructs a String.
+function isConstructor(v: unknown): boolean {
+  if (typeof v !== "function") return false;
+  try {
+    Reflect.construct(String, [], v);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * A prepared statement, made by `db.query(sql)` (cached) or `db.prepare(sql)`. Rows are
@@ -94,6 +122,11 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   // True while SQLite runs this statement: a custom function that uses the same statement
   // (or finalizes it) would re-enter a running VM, so that is refused.
   #busy = false;
+  // True while parameters are read and bound: a getter or a Proxy may finalize the
+  // statement (or close the database) then, as bun:sqlite allows; the handle is kept here
+  // until the bind loop is done with it, and the call then throws "Statement has finalized".
+  #binding = false;
+  #finalizedWhileBinding: Ptr | null = null;
 
   /** @internal Made by Database.prepare()/query(). */
   constructor(connection: Connection, handle: Ptr, sql: string) {
@@ -181,7 +214,10 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   get columnTypes(): (string | null)[] {
     const h = this.#handle();
     const s = this.#c.sym;
-    if (s.sqlite3_stmt_readonly(h) === 0) throw misuse("columnTypes runs the statement: not for one that writes", this.#sql);
+    if (s.sqlite3_stmt_readonly(h) === 0) {
+      // bun:sqlite's words: columnTypes runs the statement to its first row, which must not write.
+      throw misuse("columnTypes is not available for non-read-only statements (INSERT, UPDATE, DELETE, etc.)", this.#sql);
+    }
     this.#enter();
     try {
       if (this.#active) {
@@ -206,7 +242,9 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
 
   /**
    * Rows become instances of Class (made without calling its constructor, the columns
-   * set as own properties), so its methods and getters work on them.
+   * set as own properties), so its methods and getters work on them; `as(undefined)` makes
+   * them plain objects again. Anything but a constructor with an object prototype is a
+   * TypeError (bun:sqlite's words).
    *
    * @example
    * ```ts
@@ -214,11 +252,8 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
    * db.query("SELECT name FROM users").as(User).get()?.upper;
    * ```
    */
-  as<T extends object>(Class: new (...args: never[]) => T): Statement<T> {
-    if (typeof Class !== "function" || typeof Class.prototype !== "object" || Class.prototype === null) {
-      throw new TypeError("Expected class to be a constructor or undefined (sqlite-multiwriter: as() takes a class)");
-    }
-    this.#rowProto = Class.prototype as object;
+  as<T extends object>(Class: (new (...args: never[]) => T) | undefined): Statement<T> {
+    this.#rowProto = Class === undefined ? null : rowPrototype(Class);
     return this as unknown as Statement<T>;
   }
 
@@ -288,6 +323,24 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return this.#byName;
   }
 
+  // Runs bind (reading the caller's values, which may run their getters) on h. A getter
+  // that finalized the statement or closed the database left the handle to be finalized
+  // here, once the loop is done with it: the call then throws as a finalized one does.
+  #bindGuarded(bind: () => void): void {
+    this.#binding = true;
+    try {
+      bind();
+    } finally {
+      this.#binding = false;
+      const dead = this.#finalizedWhileBinding;
+      if (dead !== null) {
+        this.#finalizedWhileBinding = null;
+        this.#c.sym.sqlite3_finalize(dead);
+      }
+    }
+    this.#handle(); // throws when a getter finalized it (or closed the database)
+  }
+
   // Resets (when a previous run was left open), binds, and returns the handle.
   #start(params: unknown[]): Ptr {
     const h = this.#handle();
@@ -305,7 +358,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       const only = params[0];
       if (Array.isArray(only)) values = only;
       else if (isNamed(only)) {
-        this.#bindNamed(h, only);
+        this.#bindGuarded(() => this.#bindNamed(h, only));
         return h;
       }
     }
@@ -317,10 +370,12 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
         this.#sql,
       );
     }
-    for (let i = 0; i < values.length; i++) {
-      const rc = bindValue(this.#f, h, i + 1, values[i], `#${i + 1}`, this.#mode);
-      if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
-    }
+    this.#bindGuarded(() => {
+      for (let i = 0; i < values.length; i++) {
+        const rc = bindValue(this.#f, h, i + 1, values[i], `#${i + 1}`, this.#mode);
+        if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
+      }
+    });
     return h;
   }
 
@@ -335,6 +390,11 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
         // A bare name finds its prefixed parameter (as @db/sqlite and better-sqlite3 allow).
         index = names.get("$" + key) ?? names.get(":" + key) ?? names.get("@" + key);
       }
+      if (index === undefined && this.#c.bun && INDEX_KEY.test(key)) {
+        // bun:sqlite: an integer key n binds parameter n + 1 ({ 0: a, 1: b } fills ?1, ?2).
+        const n = Number(key) + 1;
+        if (n <= this.#nparams) index = n;
+      }
       if (index === undefined) {
         // bun:sqlite ignores a key that names no parameter; the @db/sqlite face refuses it.
         if (this.#c.bun) continue;
@@ -345,13 +405,18 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
       if (rc !== SQLITE_OK) throw this.#c.error(rc, this.#sql);
     }
     if (seen !== null && seen.size !== this.#nparams) {
+      if (this.#c.bun) {
+        // bun:sqlite names the first missing parameter as strict mode lets it be given:
+        // "x" for $x, :x and @x; "?2" for ?2 and for the second bare ?.
+        for (let i = 1; i <= this.#nparams; i++) {
+          if (seen.has(i)) continue;
+          const p = this.#c.sym.sqlite3_bind_parameter_name(h, i);
+          const name = this.#f.isNull(p) ? `?${i}` : this.#f.cstring(p);
+          throw rangeError(`Missing parameter "${/^[$:@]/.test(name) ? name.slice(1) : name}"`, this.#sql);
+        }
+      }
       for (const [name, i] of names) {
-        if (seen.has(i)) continue;
-        // bun:sqlite names the parameter as strict mode lets it be given: without its prefix.
-        throw rangeError(
-          this.#c.bun ? `Missing parameter "${name.slice(1)}"` : `missing parameter "${name}"`,
-          this.#sql,
-        );
+        if (!seen.has(i)) throw rangeError(`missing parameter "${name}"`, this.#sql);
       }
       throw rangeError(`expected ${this.#nparams} parameters, got ${seen.size}`, this.#sql);
     }
@@ -648,6 +713,13 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   finalize(): void {
     const h = this.#h;
     if (h === null) return;
+    if (this.#binding) {
+      // From a parameter's getter: the bind loop still holds h; it is finalized after it.
+      this.#h = null;
+      this.#finalizedWhileBinding = h;
+      this.#c.forget(this);
+      return;
+    }
     if (this.#busy) throw misuse("cannot finalize the statement while it runs", this.#sql);
     this.#h = null;
     this.#c.sym.sqlite3_finalize(h);

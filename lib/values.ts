@@ -210,8 +210,12 @@ export function readValue(f: Ffi, value: Ptr, mode: Pick<ValueMode, "safe" | "ex
   }
 }
 
-/** Sets the result of a custom function; throws TypeError for a value it cannot return. */
-export function setResult(f: Ffi, ctx: Ptr, v: unknown): void {
+/**
+ * Sets the result of a custom function; throws TypeError for a value it cannot return. A
+ * bigint beyond 64 bits is a RangeError, except under bun:sqlite's rules without
+ * safeIntegers (or int64), where it wraps to 64 bits as a bound one does.
+ */
+export function setResult(f: Ffi, ctx: Ptr, v: unknown, mode: ValueMode): void {
   const s = f.sym;
   switch (typeof v) {
     case "number":
@@ -219,7 +223,12 @@ export function setResult(f: Ffi, ctx: Ptr, v: unknown): void {
       else s.sqlite3_result_double(ctx, v);
       return;
     case "bigint":
-      if (v < INT64_MIN || v > INT64_MAX) throw new RangeError(`${v} does not fit in a 64-bit integer`);
+      if (v < INT64_MIN || v > INT64_MAX) {
+        if (!mode.bun) throw new RangeError(`${v} does not fit in a 64-bit integer`);
+        if (mode.safe || mode.exact) throw new RangeError(`BigInt value '${v}' is out of range`);
+        s.sqlite3_result_int64(ctx, BigInt.asIntN(64, v));
+        return;
+      }
       s.sqlite3_result_int64(ctx, v);
       return;
     case "string": {

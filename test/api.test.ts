@@ -137,7 +137,7 @@ describe("bun:sqlite behaviour", () => {
     expect(row).toBeInstanceOf(Row);
     expect(row.shout).toBe("A");
     expect(row.id).toBe(1);
-    expect(() => q.as(5 as never)).toThrow(/takes a class/);
+    expect(() => q.as(5 as never)).toThrow(/Expected class to be a constructor or undefined/);
     db.close();
   });
 

@@ -150,7 +150,7 @@ describe("fileControl, stats, library facts", () => {
     const db = new Database(join(tempDir(), "f.db"));
     const SQLITE_FCNTL_PERSIST_WAL = 10;
     expect(db.fileControl(SQLITE_FCNTL_PERSIST_WAL, 1)).toBe(0);
-    const cell = new Int32Array([-1]); // -1: query
+    const cell = new Int32Array([-1, 0]); // -1: query (8 bytes: bun:sqlite's least buffer)
     expect(db.fileControl(SQLITE_FCNTL_PERSIST_WAL, cell)).toBe(0);
     expect(cell[0]).toBe(1);
     expect(() => db.fileControl(0x7fff_0000, null)).toThrow(/not supported/); // size unknown
