@@ -36,7 +36,8 @@ export interface BlobHost {
   retryLost(rc: number, attempt: number, since: number): boolean;
 }
 
-const CHUNK = 64 * 1024;
+/** The size of the chunks of the iterator and of `readable` (as @db/sqlite's). */
+const CHUNK = 16 * 1024;
 /** The most bytes of writes a blob keeps to run them again after a lost commit. */
 const REPLAY_MAX = 64 * 1024 * 1024;
 

@@ -167,8 +167,9 @@ export class Database {
       );
       const code = this.#f.isNull(db) ? rc : s.sqlite3_extended_errcode(db);
       if (!this.#f.isNull(db)) s.sqlite3_close_v2(db);
-      // bun:sqlite reports SQLite's message alone.
-      throw new SQLiteError(this.#bun ? message : `cannot open ${file}: ${message}`, code);
+      // bun:sqlite reports SQLite's message alone; @db/sqlite's starts with the code
+      // ("14: unable to open database file").
+      throw new SQLiteError(this.#bun ? message : `${code & 0xff}: ${message} (cannot open ${file})`, code);
     }
     this.#db = db;
     openDatabases.add(this);
@@ -868,7 +869,7 @@ export class Database {
   sql<Row extends object = Record<string, SQLValue>>(strings: TemplateStringsArray, ...values: BindValue[]): Row[] {
     if (!Array.isArray(strings)) throw new TypeError("sqlite-multiwriter: sql is a template tag: db.sql`SELECT ...`");
     let text = strings[0];
-    for (let i = 1; i < strings.length; i++) text += `?${i}` + strings[i];
+    for (let i = 1; i < strings.length; i++) text += "?" + strings[i];
     return this.query<Row>(text).all(...values);
   }
 

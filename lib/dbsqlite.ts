@@ -2,8 +2,8 @@
 // disagree, code written for @db/sqlite expects its behaviour: exec(), run() and
 // Statement.run() return the number of changed rows, get()/value() give undefined when
 // there is no row, columnNames() is a method, Date values bind as ISO text and plain
-// objects and arrays as JSON, columns declared JSON are parsed (parseJson), aggregates end
-// with `final`. Thin wrappers over the one core (lib/database.ts, lib/statement.ts): no
+// objects and arrays as JSON, JSON texts (SQLite's JSON subtype) are parsed (parseJson),
+// aggregates end with `final`. Thin wrappers over the one core (lib/database.ts, lib/statement.ts): no
 // SQLite logic lives here.
 import {
   type AggregateOptions,
@@ -31,7 +31,10 @@ export interface DbDatabaseOptions extends DatabaseOptions {
   memory?: boolean;
   /** SQLite open flags (SQLITE_OPEN_READONLY, ...), instead of readonly/create. */
   flags?: number;
-  /** Parse the text of columns declared JSON (default true). */
+  /**
+   * Return a text that carries SQLite's JSON subtype (the result of json(), json_object(),
+   * json_array(), ...) parsed (default true); plain text is never parsed.
+   */
   parseJson?: boolean;
   /** Accepted for compatibility; connections here are always one thread's. */
   unsafeConcurrency?: boolean;
@@ -94,53 +97,62 @@ function convert(params: DbParams): BindValue[] | [BindValue[]] | [Record<string
  */
 export class Statement {
   readonly #s: CoreStatement<Record<string, SQLValue>>;
-  readonly #json: boolean;
-  #jsonColumns: Set<string> | null = null;
+  // The database's parseJson now (db.parseJson may change after prepare()).
+  readonly #dbJson: () => boolean;
+  #json: boolean | null = null; // null: the database's setting
+  #int64: boolean | null = null; // null: the database's (exact 64-bit integers)
   #bound: DbParams | null = null;
 
   /** @internal Made by Database.prepare(). */
-  constructor(core: CoreStatement<Record<string, SQLValue>>, parseJson: boolean) {
+  constructor(core: CoreStatement<Record<string, SQLValue>>, parseJson: () => boolean) {
     this.#s = core;
-    this.#json = parseJson;
+    this.#dbJson = parseJson;
   }
 
   #args(params: DbParams): ReturnType<typeof convert> {
     return convert(params.length === 0 && this.#bound !== null ? this.#bound : params);
   }
 
-  // The columns declared JSON, found once (null when there is none or parsing is off).
-  #jsonSet(): Set<string> | null {
-    if (!this.#json) return null;
-    if (this.#jsonColumns === null) {
-      const names = this.#s.columnNames;
-      const types = this.#s.declaredTypes;
-      this.#jsonColumns = new Set(names.filter((_, i) => types[i]?.toUpperCase() === "JSON"));
-    }
-    return this.#jsonColumns.size > 0 ? this.#jsonColumns : null;
+  // The core statement, set to read as this statement's settings say.
+  #core(): CoreStatement<Record<string, SQLValue>> {
+    this.#s.readAs(this.#json ?? this.#dbJson(), this.#int64 ?? true);
+    return this.#s;
   }
 
-  #parse<T>(row: Record<string, SQLValue>, json: Set<string>): T {
-    for (const name of json) {
-      const v = row[name];
-      if (typeof v === "string") {
-        try {
-          (row as Record<string, unknown>)[name] = JSON.parse(v);
-        } catch { /* not JSON after all: kept as text */ }
-      }
-    }
-    return row as T;
+  /** Returns a text with SQLite's JSON subtype (json(), json_object(), ...) parsed; returns this. */
+  enableParseJson(): this {
+    this.#json = true;
+    return this;
   }
 
-  #parseArray<T>(row: SQLValue[], json: Set<string>): T {
-    const names = this.#s.columnNames;
-    return row.map((v, i) => {
-      if (typeof v !== "string" || !json.has(names[i])) return v;
-      try {
-        return JSON.parse(v);
-      } catch {
-        return v;
-      }
-    }) as T;
+  /** Returns JSON texts as text; returns this. */
+  disableParseJson(): this {
+    this.#json = false;
+    return this;
+  }
+
+  /** Follows the database's `parseJson` again; returns this. */
+  defaultParseJson(): this {
+    this.#json = null;
+    return this;
+  }
+
+  /** Reads INTEGER columns as 64 bits: a number within ±(2^53 − 1), else a bigint; returns this. */
+  enableInt64(): this {
+    this.#int64 = true;
+    return this;
+  }
+
+  /** Reads INTEGER columns as a 32-bit int (as sqlite3_column_int: high bits dropped); returns this. */
+  disableInt64(): this {
+    this.#int64 = false;
+    return this;
+  }
+
+  /** Follows the database again (64-bit integers, exact); returns this. */
+  defaultInt64(): this {
+    this.#int64 = null;
+    return this;
   }
 
   /** The SQL text. */
@@ -181,45 +193,33 @@ export class Statement {
 
   /** Runs the statement; returns the number of rows it changed. */
   run(...params: DbParams): number {
-    return this.#s.run(...this.#args(params)).changes;
+    return this.#core().run(...this.#args(params)).changes;
   }
 
   /** All rows as objects. */
   all<T extends object = Record<string, SQLValue>>(...params: DbParams): T[] {
-    const rows = this.#s.all(...this.#args(params));
-    const json = this.#jsonSet();
-    return json === null ? rows as unknown as T[] : rows.map((r) => this.#parse<T>(r, json));
+    return this.#core().all(...this.#args(params)) as unknown as T[];
   }
 
   /** The first row as an object, or undefined. */
   get<T extends object = Record<string, SQLValue>>(...params: DbParams): T | undefined {
-    const row = this.#s.get(...this.#args(params));
-    if (row === null) return undefined;
-    const json = this.#jsonSet();
-    return json === null ? row as unknown as T : this.#parse<T>(row, json);
+    const row = this.#core().get(...this.#args(params));
+    return row === null ? undefined : row as unknown as T;
   }
 
   /** All rows as arrays. */
   values<T extends unknown[] = SQLValue[]>(...params: DbParams): T[] {
-    const rows = this.#s.values(...this.#args(params));
-    const json = this.#jsonSet();
-    return json === null ? rows as unknown as T[] : rows.map((r) => this.#parseArray<T>(r, json));
+    return this.#core().values(...this.#args(params)) as unknown as T[];
   }
 
   /** The first row as an array, or undefined. */
   value<T extends unknown[] = SQLValue[]>(...params: DbParams): T | undefined {
-    const row = this.#s.value(...this.#args(params));
-    if (row === undefined) return undefined;
-    const json = this.#jsonSet();
-    return json === null ? row as unknown as T : this.#parseArray<T>(row, json);
+    return this.#core().value(...this.#args(params)) as unknown as T | undefined;
   }
 
   /** Rows one at a time (the statement stays open until the loop ends). */
   *iter<T extends object = Record<string, SQLValue>>(...params: DbParams): IterableIterator<T> {
-    const json = this.#jsonSet();
-    for (const row of this.#s.iterate(...this.#args(params))) {
-      yield json === null ? row as unknown as T : this.#parse<T>(row, json);
-    }
+    yield* this.#core().iterate(...this.#args(params)) as unknown as IterableIterator<T>;
   }
 
   /** Iterates the rows with the bound parameters. */
@@ -277,13 +277,17 @@ export interface DbAggregateOptions<S = unknown> extends FunctionOptions {
  */
 export class Database {
   readonly #db: Core;
-  readonly #json: boolean;
+  /**
+   * Whether statements parse JSON texts (those with SQLite's JSON subtype), unless a
+   * statement says otherwise (enableParseJson(), disableParseJson()); may be changed.
+   */
+  parseJson: boolean;
 
   /** Opens (and by default creates) a database; see DbDatabaseOptions. */
   constructor(path: string | URL = ":memory:", options: DbDatabaseOptions = {}) {
     if (typeof options !== "object" || options === null) throw new TypeError("sqlite-multiwriter: options must be an object");
     const { memory, flags, parseJson, unsafeConcurrency: _u, enableLoadExtension: _e, ...core } = options;
-    this.#json = parseJson !== false;
+    this.parseJson = parseJson !== false;
     this.#db = openDbSqliteCore(memory ? ":memory:" : path, flags !== undefined ? flags : core);
   }
 
@@ -339,17 +343,17 @@ export class Database {
 
   /** A prepared statement. */
   prepare(sql: string): Statement {
-    return new Statement(this.#db.prepare(sql), this.#json);
+    return new Statement(this.#db.prepare(sql), () => this.parseJson);
   }
 
   /**
-   * Runs a tagged template as one statement, the values bound as parameters; returns the
-   * rows.
+   * Runs a tagged template as one statement, the values bound as parameters (the strings
+   * joined with `?`, so a value's column is named `?`); returns the rows.
    */
   sql<T extends object = Record<string, SQLValue>>(strings: TemplateStringsArray, ...values: DbBindValue[]): T[] {
     if (!Array.isArray(strings)) throw new TypeError("sqlite-multiwriter: sql is a template tag: db.sql`SELECT ...`");
     let text = strings[0];
-    for (let i = 1; i < strings.length; i++) text += `?${i}` + strings[i];
+    for (let i = 1; i < strings.length; i++) text += "?" + strings[i];
     const stmt = this.prepare(text);
     try {
       return stmt.all<T>(...values);
@@ -372,7 +376,7 @@ export class Database {
     options?: AsyncTransactionOptions,
   ): (...args: A) => Promise<R> {
     if (typeof fn !== "function") throw new TypeError("sqlite-multiwriter: transactionAsync() takes a function");
-    const json = this.#json;
+    const json = (): boolean => this.parseJson;
     return this.#db.transactionAsync((tx, ...args: A) => {
       const face: DbAsyncTransaction = {
         prepare: (sql) => new Statement(tx.prepare(sql), json),
@@ -408,8 +412,14 @@ export class Database {
     return this;
   }
 
-  /** Copies this database into `dest` (online backup); returns the pages copied. */
-  backup(dest: Database | string, name = "main"): number {
+  /**
+   * Copies schema `name` of this database into `dest` (online backup); returns the pages
+   * copied. `pages` is accepted for compatibility: the copy is always made in one step, of
+   * one snapshot. `dest` the same database is SQLite's error ("source and destination must
+   * be distinct").
+   */
+  backup(dest: Database | string, name = "main", pages = -1): number {
+    if (typeof pages !== "number") throw new TypeError("sqlite-multiwriter: backup() pages must be a number");
     return this.#db.backup(dest instanceof Database ? dest.#db : dest, { schema: name });
   }
 

@@ -3,7 +3,7 @@
 // sqlite3_backup_*. Never opens or closes a connection itself: backup() gets its
 // destination from the caller, and the connection's internals from lib/internals.ts.
 import { Buffer } from "node:buffer";
-import { SQLITE_DONE, SQLITE_OK } from "./codes.ts";
+import { SQLITE_DONE, SQLITE_ERROR, SQLITE_OK } from "./codes.ts";
 import { constants, SQLITE_DESERIALIZE_FREEONCLOSE, SQLITE_DESERIALIZE_RESIZEABLE } from "./constants.ts";
 import { SQLiteError } from "./error.ts";
 import type { Internals } from "./internals.ts";
@@ -102,7 +102,8 @@ export function backup(
   const dest = openTarget();
   const target = dest.target;
   try {
-    if (target === src) throw misuse("backup() cannot copy a database onto itself");
+    // SQLite's own words (sqlite3_backup_init refuses it so), which @db/sqlite reports.
+    if (target === src) throw new SQLiteError("source and destination must be distinct", SQLITE_ERROR);
     const f = src.ffi;
     const s = f.sym;
     const b = s.sqlite3_backup_init(target.handle(), destSchema, h, schema);

@@ -740,6 +740,18 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     return this.expandedSql;
   }
 
+  /**
+   * @internal The @db/sqlite face's reading rules for the calls that follow: a text with
+   * SQLite's JSON subtype parsed (json), INTEGER columns read exact (int64) or as a
+   * 32-bit int (not int64).
+   */
+  readAs(json: boolean, int64: boolean): void {
+    const int32 = !int64;
+    if ((this.#mode.json ?? false) !== json || (this.#mode.int32 ?? false) !== int32) {
+      this.#mode = { ...this.#mode, json, int32 };
+    }
+  }
+
   /** @internal Binds params now, for later calls made without any (prepare(sql, params)). */
   bindNow(params: Params): void {
     this.#enter();

@@ -88,7 +88,16 @@ export interface ValueMode {
   readonly safe: boolean;
   /** Integers beyond 2^53 as BigInt (otherwise rounded to a number, as bun:sqlite does). */
   readonly exact: boolean;
+  /** @db/sqlite's parseJson: TEXT carrying SQLite's JSON subtype is returned parsed. */
+  readonly json?: boolean;
+  /** @db/sqlite's int64 off (disableInt64()): INTEGER columns read as a 32-bit int. */
+  readonly int32?: boolean;
 }
+
+/** The subtype SQLite's JSON functions give their text results (sqlite3_value_subtype). */
+const JSON_SUBTYPE = 74;
+const INT32_MIN = -(2 ** 31);
+const INT32_END = 2 ** 31;
 
 /** Binds one value at 1-based index i; returns SQLite's result code. */
 export function bindValue(f: Ffi, stmt: Ptr, i: number, v: unknown, name: string, mode: ValueMode): number {
@@ -157,11 +166,20 @@ export function int(v: number | bigint, mode: Pick<ValueMode, "safe" | "exact">)
   return mode.exact || typeof v === "number" ? v : Number(v);
 }
 
-/** Reads column i of the current row. */
-export function readColumn(f: Ffi, stmt: Ptr, i: number, mode: Pick<ValueMode, "safe" | "exact">): SQLValue {
+/**
+ * Reads column i of the current row. Under @db/sqlite's rules a JSON text (one with
+ * SQLite's JSON subtype: json(), json_object(), ...) is parsed (kept as text where it does
+ * not parse), and an INTEGER may be read as a 32-bit int (sqlite3_column_int's value).
+ */
+export function readColumn(f: Ffi, stmt: Ptr, i: number, mode: ValueMode): SQLValue {
   const s = f.sym;
   switch (s.sqlite3_column_type(stmt, i)) {
     case 1: {
+      if (mode.int32) {
+        const d = s.sqlite3_column_double(stmt, i);
+        if (d >= INT32_MIN && d < INT32_END) return d;
+        return Number(BigInt.asIntN(32, BigInt(s.sqlite3_column_int64(stmt, i))));
+      }
       // A double holds every integer below 2^53 exactly, and f64 is the cheapest result
       // in both runtimes (Deno returns 64-bit integers as BigInt): the int64 call is only
       // made for the integers beyond, and only where they are wanted exact.
@@ -175,7 +193,15 @@ export function readColumn(f: Ffi, stmt: Ptr, i: number, mode: Pick<ValueMode, "
     case 3: {
       const p = s.sqlite3_column_text(stmt, i); // text before bytes: the documented order
       const n = s.sqlite3_column_bytes(stmt, i);
-      return n === 0 ? "" : f.text(p, n);
+      const text = n === 0 ? "" : f.text(p, n);
+      if (mode.json && s.sqlite3_value_subtype(s.sqlite3_column_value(stmt, i)) === JSON_SUBTYPE) {
+        try {
+          // Any JSON value; only the @db/sqlite face reads so, and its rows are typed by
+          // the caller (all<T>(), get<T>()), not as SQLValue.
+          return JSON.parse(text) as SQLValue;
+        } catch { /* not JSON after all: the text */ }
+      }
+      return text;
     }
     case 4: {
       const p = s.sqlite3_column_blob(stmt, i);
