@@ -154,6 +154,10 @@ export class Database {
     const params: [string, string][] = [];
     this.#engine = o.multiwriter && !memory;
     if (this.#engine) params.push(["vfs", "multiwriter"], ...o.engineParams);
+    // In memory, the engine's VFS is still the connection's: an ATTACH of a plain path opens
+    // the file through the engine, as a package connection of that path would (through
+    // stock SQLite it was "database is locked" while the engine had the file open).
+    else if (o.multiwriter && file === ":memory:") params.push(["vfs", "multiwriter"]);
     const uri = toUri(file, params);
     // An image is deserialized into a writable memory database, read-only there if asked.
     const readonly = o.readonly && image === null;
