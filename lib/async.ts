@@ -12,6 +12,7 @@ import type { SQLiteError } from "./error.ts";
 import type { Params, RunResult, Statement } from "./statement.ts";
 import { internalsOf } from "./internals.ts";
 import { backoffMs, isBusy } from "./transaction.ts";
+import { RetryTurn } from "./turn.ts";
 import { type BindParams, type BindValue, misuse, type SQLValue } from "./values.ts";
 
 /** Options of db.transactionAsync(fn, options). */
@@ -78,6 +79,7 @@ export class AsyncPool {
   readonly #all = new Set<Database>();
   readonly #waiting: { resolve: (d: Database) => void; reject: (e: unknown) => void }[] = [];
   readonly #committing = new Set<Database>(); // COMMIT running on an engine thread
+  readonly #turn = new RetryTurn(); // runs that lost their commit run again one at a time
   #sharedBusy = false;
   #closed = false;
 
@@ -121,6 +123,7 @@ export class AsyncPool {
   /** Rolls back and closes every pooled connection; waiting runs reject. */
   close(): void {
     this.#closed = true;
+    this.#turn.drain();
     for (const w of this.#waiting.splice(0)) w.reject(closedError());
     for (const d of this.#all) {
       // A connection whose COMMIT runs elsewhere is not touched: its close() waits for it.
@@ -149,8 +152,16 @@ export class AsyncPool {
     const max = options.maxAttempts ?? this.#host.maxAttempts;
     if (signal?.aborted) throw abortReason(signal);
     const conn = await this.acquire();
+    let holding = false; // the retry turn (turn.ts)
     try {
       for (let attempt = 1;; attempt++) {
+        if (attempt === 1) await this.#turn.admit();
+        else if (!holding) {
+          await this.#turn.take();
+          holding = true;
+        } else this.#turn.closeGate(); // lost while holding the turn
+        if (this.#closed) throw closedError();
+        if (signal?.aborted) throw abortReason(signal);
         const handle = new TxHandle(conn, attempt, signal, () => this.#closed);
         try {
           conn.exec("BEGIN");
@@ -177,8 +188,14 @@ export class AsyncPool {
         }
       }
     } finally {
+      if (holding && !this.#closed) this.#turn.release();
       this.release(conn);
     }
+  }
+
+  /** Runs waiting for the retry turn or behind it (tests). */
+  get turnWaiting(): number {
+    return this.#turn.waiting;
   }
 }
 

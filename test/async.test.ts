@@ -228,6 +228,52 @@ describe("transactionAsync", () => {
     db.close();
   });
 
+  it("runs that lost their commit run again one at a time (the retry turn): no retry storm", async () => {
+    // 32 increments of one row in flight, each awaiting between its read and its write: every
+    // round lets one commit. Run again all at once, the losers met again each round (about
+    // 32 + 31 + ... + 1 = 528 attempts); one at a time, each loser commits at its next try.
+    const db = new Database(join(tempDir(), "turn.db"));
+    db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");
+    let attempts = 0;
+    const bump = db.transactionAsync(async (tx) => {
+      attempts++;
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      await pause(2);
+      tx.run("UPDATE c SET n = ?", n + 1);
+    });
+    const N = 32;
+    await Promise.all(Array.from({ length: N }, () => bump()));
+    expect(db.query("SELECT n FROM c").get()!.n).toBe(N);
+    expect(attempts).toBeGreaterThan(N); // they did conflict
+    expect(attempts).toBeLessThan(3 * N);
+    // A newcomer behind a holder that keeps losing waits at the gate: it starts once the
+    // holder committed, and so commits at its first try. Without the gate it runs beside the
+    // holder and loses to the other connection's writes too.
+    const other = new Database(db.filename);
+    const order: string[] = [];
+    let lost = 0, lateAttempts = 0;
+    const stubborn = db.transactionAsync(async (tx) => {
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      if (lost++ < 20) other.run("UPDATE c SET n = n + 100"); // this attempt will lose
+      await pause(2);
+      tx.run("UPDATE c SET n = ?", n + 1);
+    });
+    const late = db.transactionAsync(async (tx) => {
+      lateAttempts++;
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      await pause(2);
+      tx.run("UPDATE c SET n = ?", n + 1);
+    });
+    const first = stubborn().then(() => order.push("holder"));
+    while (lost < 4) await pause(1); // its fourth try: it lost twice holding the turn
+    await Promise.all([first, late().then(() => order.push("newcomer"))]);
+    expect(order).toEqual(["holder", "newcomer"]);
+    expect(lateAttempts).toBe(1);
+    expect(db.query("SELECT n FROM c").get()!.n).toBe(N + 2000 + 2);
+    other.close();
+    db.close();
+  });
+
   it("a lost commit run out of attempts rejects with SQLITE_BUSY_SNAPSHOT", async () => {
     const db = new Database(join(tempDir(), "max.db"));
     db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");
