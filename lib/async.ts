@@ -156,10 +156,8 @@ export class AsyncPool {
     try {
       for (let attempt = 1;; attempt++) {
         if (attempt === 1) await this.#turn.admit();
-        else if (!holding) {
-          await this.#turn.take();
-          holding = true;
-        } else this.#turn.closeGate(); // lost while holding the turn
+        else if (!holding) holding = await this.#turn.take();
+        else this.#turn.closeGate(); // lost while holding the turn
         if (this.#closed) throw closedError();
         if (signal?.aborted) throw abortReason(signal);
         const handle = new TxHandle(conn, attempt, signal, () => this.#closed);

@@ -274,6 +274,30 @@ describe("transactionAsync", () => {
     db.close();
   });
 
+  it("a holder of the retry turn that awaits another call of its pool delays it, never deadlocks", async () => {
+    const db = new Database(join(tempDir(), "nested.db"));
+    db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0); CREATE TABLE log(x)");
+    const other = new Database(db.filename);
+    let tries = 0;
+    const inner = db.transactionAsync(async (tx) => {
+      tx.run("INSERT INTO log VALUES (1)");
+    });
+    const outer = db.transactionAsync(async (tx) => {
+      tries++;
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      if (tries <= 2) other.run("UPDATE c SET n = n + 100"); // lose twice: the gate closes
+      else await inner(); // a first attempt of the same pool, behind the gate this run closed
+      tx.run("UPDATE c SET n = ?", n + 1);
+    });
+    const t0 = performance.now();
+    await outer();
+    expect(performance.now() - t0).toBeLessThan(4000);
+    expect(db.query("SELECT count(*) AS k FROM log").get()!.k).toBe(1);
+    expect(db.query("SELECT n FROM c").get()!.n).toBe(201);
+    other.close();
+    db.close();
+  });
+
   it("a lost commit run out of attempts rejects with SQLITE_BUSY_SNAPSHOT", async () => {
     const db = new Database(join(tempDir(), "max.db"));
     db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");
