@@ -196,8 +196,12 @@ int mw_log_reserve(mw_log *log, uint64_t bytes) {
       /* Grow ahead while there is still room, so that the committers behind this one
       ** do not wait for the zeros and their sync: the grower does it; without one,
       ** this committer (the reservation is already held, so a failure here, but a
-      ** sticky one, is not this commit's). */
-      if (!log->growing && room_is_low(log, need, GROW_LEAD) && log->grower_running) {
+      ** sticky one, is not this commit's). Not while a switch holds growth: the
+      ** grower could do nothing, and every reservation woke a worker for nothing
+      ** (issue 35: about one wake in five commits with a 1 MiB log limit); the first
+      ** reservation after the switch wakes it if the room is still low. */
+      if (!log->growing && !log->hold_growth && room_is_low(log, need, GROW_LEAD) &&
+          log->grower_running) {
         mw_bg_wake(&log->grower, 0); /* background.c's lock is a leaf: safe under mu */
       } else if (!log->growing && !log->hold_growth && room_is_low(log, need, 1)) {
         log->room_inline++;
@@ -390,6 +394,14 @@ uint64_t mw_log_durable_end(mw_log *log) {
   uint64_t end = log->error == SQLITE_OK && log->sync_mode != 0 ? log->synced_end : 0;
   mw_mutex_unlock(&log->mu);
   return end;
+}
+
+void mw_log_ack_ends(mw_log *log, uint64_t *pSynced, uint64_t *pWritten) {
+  mw_mutex_lock(&log->mu);
+  int ok = log->error == SQLITE_OK;
+  *pSynced = ok && log->sync_mode != 0 ? log->synced_end : 0;
+  *pWritten = ok ? log->written_end : 0;
+  mw_mutex_unlock(&log->mu);
 }
 
 int mw_log_wait_written(mw_log *log, uint64_t end_offset) {
