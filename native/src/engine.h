@@ -167,13 +167,13 @@ struct mw_db {
                                   compactor's) */
   int want_compact;
   int64_t compactions;
-  int64_t visible_by_other;    /* commits found visible on their committer's return
-                                  from the log: another committer made its group
-                                  visible (under mu; tests, issue 35) */
   int64_t pinned;
   int64_t pinned_warned;       /* pinned count at the last warning */
   int64_t chains;
   uint64_t commits_since_gc;
+  int64_t visible_by_other;    /* commits found visible on their committer's return
+                                  from the log: another committer made its group
+                                  visible (under mu; tests, issue 35) */
 
   mw_log *log;
   uint64_t log_bytes;          /* last known log size */
