@@ -6,8 +6,9 @@
 #
 # 1. builds zig-out/bin/mwbench if it is missing (node scripts/zig.mjs build);
 # 2. runs mwbench: bulk, hot, transfer x sqlite, sqlite-wait, mw x 1 and 16 writers, threads,
-#    with --sync off and with --sync full (0.5 s warm-up + 3 s measured each: 72 runs, about
-#    5 minutes on 16 cores; RUN16_DURATION and RUN16_WARMUP override);
+#    with --sync off and with --sync full (0.5 s warm-up + 2.5 s measured each: 72 runs, about
+#    4 to 5 minutes with set-up and checks; RUN16_DURATION and RUN16_WARMUP override; the
+#    harness's progress goes to OUTDIR/run16.log);
 # 3. predicts every 16-writer cell from the per-commit costs measured on the development
 #    machine (model16.json), scaled by this machine's core speed (calibrated by stock SQLite
 #    with one writer, bulk, --sync off: the same code on both machines) and with this disk's
@@ -25,15 +26,16 @@ start=$(date +%s)
 if [ ! -x "$root/zig-out/bin/mwbench" ]; then
   (cd "$root" && node scripts/zig.mjs build) || { echo "run16: build failed" >&2; exit 2; }
 fi
-writers=16 warm=${RUN16_WARMUP:-0.5} dur=${RUN16_DURATION:-3}
+writers=16 warm=${RUN16_WARMUP:-0.5} dur=${RUN16_DURATION:-2.5}
 if [ "${RUN16_DRY:-0}" = 1 ]; then writers=2 warm=0.3 dur=1; fi
 echo "run16: $(nproc) cores, $(uname -r), writers 1,$writers, ${warm}+${dur} s a run" >&2
-rm -f "$out/run16.jsonl"
+rm -f "$out/run16.jsonl" "$out/run16.log"
 status=0
 for sync in off full; do
   "$root/zig-out/bin/mwbench" --workloads bulk,hot,transfer --variants sqlite,sqlite-wait,mw \
     --writers "1,$writers" --modes threads --sync "$sync" --warmup "$warm" --duration "$dur" \
-    --dir "$out/db" --out "$out/run16.jsonl" --label "run16-$sync" || status=2
+    --dir "$out/db" --out "$out/run16.jsonl" --label "run16-$sync" 2>>"$out/run16.log" || status=2
+  echo "run16: --sync $sync done ($(( $(date +%s) - start )) s)" >&2
 done
 python3 "$root/bench/device/model16.py" "$root/bench/device/model16.json" "$out/run16.jsonl" "$writers" \
   | tee "$out/run16.md"
