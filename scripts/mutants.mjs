@@ -77,6 +77,14 @@ export const MUTANTS = [
     tests: ["test_engine_wakes"],
     why: "every reservation during a log switch wakes the grower, which can do nothing while the switch holds growth (a worker woken per commit)",
   },
+  {
+    id: "log-write-no-spin",
+    file: "durability/log_group.c",
+    find: "    if (!spun && log->writing && log->written_end < end_offset) {",
+    replace: "    if (0) {",
+    tests: ["test_engine_wakes"],
+    why: "a committer whose group's write is in progress sleeps at once instead of spinning briefly for it (a context switch where the write takes about as long)",
+  },
   // ---- background.c ----------------------------------------------------------------------
   {
     id: "bg-wake-signal-while-running",
