@@ -69,6 +69,31 @@ export const MUTANTS = [
     tests: ["test_log_compact"],
     why: "a reused log file is written with zeros again where it already holds written bytes",
   },
+  {
+    id: "log-grower-wake-held",
+    file: "durability/log_group.c",
+    find: "      if (!log->growing && !log->hold_growth && room_is_low(log, need, GROW_LEAD) &&",
+    replace: "      if (!log->growing && room_is_low(log, need, GROW_LEAD) &&",
+    tests: ["test_engine_wakes"],
+    why: "every reservation during a log switch wakes the grower, which can do nothing while the switch holds growth (a worker woken per commit)",
+  },
+  {
+    id: "log-write-no-spin",
+    file: "durability/log_group.c",
+    find: "    if (!spun && log->writing && log->written_end < end_offset) {",
+    replace: "    if (0) {",
+    tests: ["test_engine_wakes"],
+    why: "a committer whose group's write is in progress sleeps at once instead of spinning briefly for it (a context switch where the write takes about as long)",
+  },
+  // ---- background.c ----------------------------------------------------------------------
+  {
+    id: "bg-wake-signal-while-running",
+    file: "platform/background.c",
+    find: "      if (!job->running) {",
+    replace: "      if (1) {",
+    tests: ["test_engine_wakes"],
+    why: "a wake of a running job signals the workers, who find nothing to do (the job's worker looks at its due time when the step ends)",
+  },
   // ---- compact.c -------------------------------------------------------------------------
   {
     id: "compact-stale-request-kept",
@@ -275,6 +300,14 @@ export const MUTANTS = [
   },
 
   // ---- commit.c and lane.c ----------------------------------------------------------------
+  {
+    id: "visible-written-group-off",
+    file: "core/commit.c",
+    find: "(nx->end <= durable || (nx->ack_written && nx->end <= written))",
+    replace: "(nx->end <= durable || (0 && nx->end <= written))",
+    tests: ["test_engine_wakes"],
+    why: "without syncs, each committer waits for the one before it to mark its epoch, instead of the first back from a group write making the group visible",
+  },
   {
     id: "commit-visible-out-of-order",
     file: "core/commit.c",

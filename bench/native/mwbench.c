@@ -17,6 +17,7 @@
 ** Owns only the files named bench.db* and lat.* in the run directory.
 */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -90,6 +91,8 @@ typedef struct {
   ** end (to within one transaction); threads mode: the runner measures the process. */
   uint64_t cpu_ns, csw;
   int64_t log_syncs;  /* the engine log's data syncs over the measured period (this process) */
+  int64_t fsyncs;     /* processes mode: fsync + fdatasync calls of this writer process
+                         over the measured period */
   int64_t ltx_txid;   /* --ltx: the replica's TXID of this writer's last commit */
   int failed;
   char err[256];
@@ -177,6 +180,29 @@ static int64_t stat_of(sqlite3 *db, int which) {
   return mw_stats(db, NULL, st, MW_STAT_COUNT) == SQLITE_OK ? st[which] : 0;
 }
 static int64_t log_syncs_of(sqlite3 *db) { return stat_of(db, MW_STAT_LOG_SYNCS); }
+
+/* Every fsync and fdatasync of this process, whoever calls it (SQLite's VFS for stock,
+** the engine's log, its compactor and its directory syncs): this program defines both
+** and passes each call on to the C library's (the next definition, dlsym RTLD_NEXT),
+** so that fsyncs_per_commit counts the same thing for every variant. */
+static atomic_llong fsync_calls;
+typedef int (*sync_fn)(int);
+static int pass_sync(const char *name, _Atomic(sync_fn) *slot, int fd) {
+  sync_fn f = atomic_load(slot);
+  if (f == 0) {
+    f = (sync_fn)dlsym(RTLD_NEXT, name);
+    if (f == 0) {
+      errno = ENOSYS;
+      return -1;
+    }
+    atomic_store(slot, f);
+  }
+  atomic_fetch_add(&fsync_calls, 1);
+  return f(fd);
+}
+static _Atomic(sync_fn) real_fsync, real_fdatasync;
+int fsync(int fd) { return pass_sync("fsync", &real_fsync, fd); }
+int fdatasync(int fd) { return pass_sync("fdatasync", &real_fdatasync, fd); }
 
 /* Opens one writer's connection: WAL (already set by the schema), the run's
 ** synchronous setting, the variant's busy timeout, extended result codes. */
@@ -278,12 +304,13 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
   }
   int seen_measure = 0;
   uint64_t cpu0 = 0, csw0 = 0;
-  int64_t syncs0 = 0;
+  int64_t syncs0 = 0, fsyncs0 = 0;
   while (atomic_load(&ctl->phase) != PH_STOP && !atomic_load(&ctl->abort)) {
     if (!seen_measure && atomic_load(&ctl->phase) == PH_MEASURE) {
       seen_measure = 1;
       usage_now(RUSAGE_SELF, &cpu0, &csw0);
       syncs0 = log_syncs_of(x.db);
+      fsyncs0 = atomic_load(&fsync_calls);
     }
     wl_choose(&x);
 #ifdef MW_TAIL_TRACE
@@ -359,6 +386,7 @@ static void writer_run(const runcfg_t *c, int w, ctl_t *ctl, wres_t *r, lat_t *l
     r->cpu_ns = cpu1 - cpu0;
     r->csw = csw1 - csw0;
     r->log_syncs = log_syncs_of(x.db) - syncs0;
+    r->fsyncs = atomic_load(&fsync_calls) - fsyncs0;
   }
   /* Test hook of bench/smoke.sh: claim one commit that never happened, so that the
   ** check after the run must fail and the run must be an error, not a figure. */
@@ -662,14 +690,17 @@ static int run_one(runcfg_t *c) {
     sleep_ns(1000000);
   }
   uint64_t t0 = 0, t1 = 0, run_cpu0 = 0, run_csw0 = 0, run_cpu1 = 0, run_csw1 = 0;
+  int64_t run_fsyncs0 = 0, run_fsyncs1 = 0;
   if (!atomic_load(&ctl->abort)) {
     atomic_store(&ctl->go, 1);
     sleep_watch(ctl, c->warmup);
     t0 = now_ns();
     usage_now(RUSAGE_SELF, &run_cpu0, &run_csw0); /* threads mode: the whole process */
+    run_fsyncs0 = atomic_load(&fsync_calls);
     atomic_store(&ctl->phase, PH_MEASURE);
     sleep_watch(ctl, c->duration);
     usage_now(RUSAGE_SELF, &run_cpu1, &run_csw1);
+    run_fsyncs1 = atomic_load(&fsync_calls);
     t1 = now_ns();
     atomic_store(&ctl->stop_ns, t1);
     atomic_store(&ctl->phase, PH_STOP);
@@ -730,7 +761,7 @@ static int run_one(runcfg_t *c) {
   uint64_t committed = 0, retries = 0, gave_up = 0, abandoned = 0, total = 0;
   uint64_t open_max = 0, fewest = UINT64_MAX;
   uint64_t cpu_ns = 0, csw = 0;
-  int64_t log_syncs = 0;
+  int64_t log_syncs = 0, fsyncs = 0;
   int engine = 1;
   for (int w = 0; w < started; w++) {
     if (res[w].failed && !failed) {
@@ -750,6 +781,7 @@ static int run_one(runcfg_t *c) {
       cpu_ns += res[w].cpu_ns;
       csw += res[w].csw;
       log_syncs += res[w].log_syncs;
+      fsyncs += res[w].fsyncs;
     } else if (w == 0) {
       log_syncs = res[w].log_syncs;
     }
@@ -757,6 +789,7 @@ static int run_one(runcfg_t *c) {
   if (c->mode == M_THREADS) {
     cpu_ns = run_cpu1 - run_cpu0;
     csw = run_csw1 - run_csw0;
+    fsyncs = run_fsyncs1 - run_fsyncs0;
   }
   if (!failed && atomic_load(&ctl->abort)) {
     if (!err[0]) snprintf(err, sizeof err, "run aborted");
@@ -819,12 +852,15 @@ finish:
     if (ltx_catch_up_ms >= 0) fprintf(out_f, "\"ltx\":true,\"ltx_catch_up_ms\":%.1f,", ltx_catch_up_ms);
     /* CPU and context switches of the writers' process(es) per commit (getrusage over
     ** the measured period); the engine log's data syncs per commit (null for stock,
-    ** whose syncs SQLite makes inside its own VFS). */
+    ** whose syncs SQLite makes inside its own VFS); every fsync/fdatasync call of the
+    ** process(es), any variant. */
     double per = committed ? (double)committed : 1.0;
     fprintf(out_f, "\"cpu_us_per_commit\":%.1f,\"csw_per_commit\":%.2f,\"cpu_util\":%.2f,\"log_syncs_per_commit\":",
             (double)cpu_ns / 1000.0 / per, (double)csw / per, el > 0 ? (double)cpu_ns / 1e9 / el : 0.0);
     if (engine) fprintf(out_f, "%.3f,", (double)log_syncs / per);
     else fprintf(out_f, "null,");
+    /* Every fsync and fdatasync of the writers' process(es), any variant. */
+    fprintf(out_f, "\"fsyncs_per_commit\":%.3f,", (double)fsyncs / per);
     line_tail(out_f);
     fprintf(stderr, "  %-8s %-11s %-9s x%-3d %9.0f tx/s  retries/100 %7.1f  p99.9 %9.1f us  mean %9.1f us  fewest %3.0f%%  cpu/commit %6.1f us  csw/commit %5.2f  gave up %llu  [%s]\n",
             wl_names[c->wl], v_names[c->variant], m_names[c->mode], n, tps,

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "49e390fbb80791ae2efdfe6bbf67749946009b7b6eb617eb4af6ba08f5ef91c2",
-        "size": 1848808
+        "sha256": "e60f2e2a9e8910bb6f7b68acf43e89baecf7333d1fd64e6727214a6e301faf7d",
+        "size": 1849416
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "e3eaa5fe0ccb1cca0b8867295cc0139208ade61974f81483e26441a494444343",
-        "size": 290784
+        "sha256": "22107abf8758f50cec4bf85e2e924e2076327f66394498e5128fef7235db0267",
+        "size": 291408
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "24e4384912ce72663e680f76e406772a268f57b435197c517f4bc198d5fdc662",
-        "size": 1790800
+        "sha256": "145da6d8dbdfefea25830297518398245cbf7e6ce025c2aebd061f4a37a806b7",
+        "size": 1791360
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "6ca4cde1b1c4b8de823f11690ac7eec42507712e1e7c19d947a1a0abee31068f",
-        "size": 282072
+        "sha256": "0cba381f6ff80d1988f5fcb37bf49aa685dbc36230f3a4a69e24a86fefb95264",
+        "size": 282632
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "e751487ae12e1c1b7c6a1bdc29b897fb3462c6ec3c452014c6e6a4070a58f578",
-        "size": 1846664
+        "sha256": "d3504a77b48c15d356d413e37e1be1f6bec1580cc217c968d373a3d321ba6b61",
+        "size": 1847272
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "a9a941af5b0470ff28843bf6416b21db70694aa3a400706596d4f8cf6c514d05",
-        "size": 289896
+        "sha256": "1af2b9913f27515009bfb7df9b1cf3a33aa13cc1af37b11b87a27c325ce9c9df",
+        "size": 290520
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "b81e73502b2e468d45efd7d8a561c5a61eaf0efd23d13d155b388703acce0e5c",
-        "size": 1788968
+        "sha256": "46c0bd2c063ea9a6bf2b5e93cae6bf3b5e95c7dd4b0352b6fa3baa9e4b60120d",
+        "size": 1789544
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "f0059da57e8a25f777cffecf464bbdd8948993f83906dc78a70be1e7d75d5066",
-        "size": 281432
+        "sha256": "12b4140c25b04f590ba3a4da79b0af5a95e33cc418f717d0f9f1454b31bbd85e",
+        "size": 281992
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "76b1cc803e749b1e7ec72d2fc49c83209c9031b104ed785de1bbffce0cf25efd",
-        "size": 1801512
+        "sha256": "81794892e811753f87b74b474334073ed7e1ba3066cee33005104dcd45dd8b77",
+        "size": 1801573
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "a142ddcbd36d71529abe790d84a5d9792810193a4f671a345785df13d7c146d1",
-        "size": 288436
+        "sha256": "b6c2c2a61f36c5652e63186fad67985ded9d48c700323fe3c60c7c0eee49aaad",
+        "size": 288497
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "7700d79d9eaf29a1d9afc7d0c7d79fd20f591ad8864e5d9f7f2c70e9f799099e",
-        "size": 1886000
+        "sha256": "1bb62261e44a2661043375479a954f66e603ff9bc77029e508e334a1905658e7",
+        "size": 1886064
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "1db731b4af13177c0a703d0c01559479dca54806c5ebd08d569d9e8173f651eb",
-        "size": 332488
+        "sha256": "1b4f9c4c44000f7bdf836698b1141533dd2ed93759e79856d9a2b2c06ae23f2c",
+        "size": 332552
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "a9a4683bd4c895a166180d398899c841c67989629d99cdadd38a08f8fc54e314",
-        "size": 1745408
+        "sha256": "8af1a02da491291b2cff1a02607f078701ffab10bf1f8316defc2972320b2c9b",
+        "size": 1746432
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "0601265b9776c4784b6d3d9916f38e2df2b014cfe08954fa4141b5703022123b",
-        "size": 249344
+        "sha256": "d252860cc913b46ed58462c412c0d249f61676b1d7a4c449f8d22c90453f7ec1",
+        "size": 249856
       }
     }
   }

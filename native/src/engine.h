@@ -108,6 +108,9 @@ typedef struct mw_pending {
                                   it (db.c) */
   uint64_t end;                /* end offset of its log record */
   int foreign;                 /* applied from another process's record (mp.c) */
+  int ack_written;             /* acknowledged once written (synchronous below FULL):
+                                  ready once its record is written, whoever wrote it
+                                  (commit.c, make_visible) */
 } mw_pending;
 
 struct mw_db {
@@ -183,6 +186,9 @@ struct mw_db {
   int64_t pinned_warned;       /* pinned count at the last warning */
   int64_t chains;
   uint64_t commits_since_gc;
+  int64_t visible_by_other;    /* commits found visible on their committer's return
+                                  from the log: another committer made its group
+                                  visible (under mu; tests, issue 35) */
 
   mw_log *log;
   uint64_t log_bytes;          /* last known log size */

@@ -628,6 +628,8 @@ static void assign(commit *c) {
   c->pe->installed = 0;
   c->pe->end = 0;
   c->pe->foreign = 0;
+  /* As make_durable decides (c->synced): below FULL, acknowledged once written. */
+  c->pe->ack_written = c->l->sync_level < 2;
   c->offset = mw_log_assign(db->log, c->epoch, c->rec_bytes);
   c->pe->end = c->offset + c->rec_bytes;
   c->reserved = 0;
@@ -706,9 +708,16 @@ static int make_visible(commit *c, int rc) {
   mw_db *db = c->l->db;
   /* Every installed epoch whose record lies in the durable prefix is ready, whoever
   ** committed it: the first committer back from a group sync makes the whole group
-  ** visible, instead of each waking the next in turn. (Read before db->mu: the log's
-  ** mutex is never taken under it.) */
-  uint64_t durable = rc == SQLITE_OK ? mw_log_durable_end(db->log) : 0;
+  ** visible, instead of each waking the next in turn. An epoch acknowledged once
+  ** written (synchronous below FULL) is ready once its record lies in the written
+  ** prefix, so without syncs too a group becomes visible at once (issue 35: each
+  ** committer used to wait here for the one before it to come back and mark its own
+  ** epoch, a second sleep and wake per commit after the wait for the group write).
+  ** Not with mw_mp=1, where what is written by this process is not what is published.
+  ** (Read before db->mu: the log's mutex is never taken under it.) */
+  uint64_t durable = 0, written = 0;
+  if (rc == SQLITE_OK) mw_log_ack_ends(db->log, &durable, &written);
+  if (db->mp) written = 0;
   mw_mutex_lock(&db->mu);
   if (rc != SQLITE_OK) {
     if (!db->broken) db->broken = rc;
@@ -718,13 +727,14 @@ static int make_visible(commit *c, int rc) {
   }
   /* Already visible (made so by another committer): its ring slot may be reused. */
   if (db->visible < c->epoch) c->pe->ready = 1;
+  else db->visible_by_other++;
   /* mw_mp=1: this commit's sync covered the others' records before it. */
   if (db->mp) mw_mp_mark_locked(db, c->synced ? c->epoch : 0);
   uint64_t was_visible = db->visible;
   while (db->visible < db->assigned) {
     mw_pending *nx = &db->ring[(db->visible + 1) % MW_RING];
     if (nx->epoch != db->visible + 1) break;
-    int durable_now = nx->end != 0 && nx->end <= durable &&
+    int durable_now = nx->end != 0 && (nx->end <= durable || (nx->ack_written && nx->end <= written)) &&
                       __atomic_load_n(&nx->installed, __ATOMIC_ACQUIRE);
     if (!nx->ready && !durable_now) break;
     db->visible++;

@@ -135,6 +135,12 @@ void mw_log_note_durable(mw_log *log, uint64_t end);
 ** after an error, and with sync_mode 0 (no syncs). Added by issue 10: the first
 ** committer that sees a group sync finish makes the whole group visible. */
 uint64_t mw_log_durable_end(mw_log *log);
+/* Both ends at once, under one lock: *pSynced as mw_log_durable_end, *pWritten the end
+** of the written prefix (every record before it is in the file, perhaps not synced; 0
+** after an error). Issue 35: a record acknowledged once written (synchronous below
+** FULL) is ready at *pWritten, so that the first committer back from a group write
+** makes the whole group visible. */
+void mw_log_ack_ends(mw_log *log, uint64_t *pSynced, uint64_t *pWritten);
 
 /* Waits until every record before end_offset is written to the file (not synced): for
 ** making a commit visible before its sync, if the engine offers that. The log is a

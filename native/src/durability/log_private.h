@@ -76,6 +76,9 @@ struct mw_log {
   uint64_t written_end;  /* every byte before is written */
   uint64_t synced_end;   /* every byte before is durable */
   int writing;           /* a thread is in pwritev */
+  uint64_t write_seq;    /* writes ended (atomic: read without mu by a committer that
+                            spins briefly for a write in progress, log_group.c) */
+  uint64_t write_spin_hits; /* such spins that saw the write end (under mu; tests) */
   int syncing;           /* a thread is in the data sync */
   int growing;           /* a thread is preallocating */
   int reading;           /* threads in mw_log_read_image's pread (a switch waits for them) */

@@ -19,7 +19,7 @@
 ** A step may block (a compaction syncs the database file): the other workers go on
 ** with the other jobs. No step waits for another job, so none can deadlock the pool.
 **
-** Owns: the job list, the worker threads, bg_runs. Never touches: databases, logs,
+** Owns: the job list, the worker threads, bg_runs, bg_signals. Never touches: databases, logs,
 ** SQLite (the steps do, in their own files).
 */
 #include "platform/background.h"
@@ -36,6 +36,7 @@ static mw_thread bg_threads[MW_BG_WORKERS];
 static int bg_nthreads;
 static uint64_t bg_generation;        /* workers of an older generation stop */
 static int64_t bg_runs;               /* steps run since the process started */
+static int64_t bg_signals;            /* wakes that woke the workers (mw_bg_wake) */
 
 /* The job that is due first, or NULL when none is scheduled and free. */
 static mw_bg_job *earliest_locked(void) {
@@ -123,14 +124,32 @@ int mw_bg_add(mw_bg_job *job, uint64_t (*step)(void *), void *arg, uint64_t firs
   return SQLITE_OK;
 }
 
+/* Wakes the workers only when the job became due earlier than the workers know: not
+** while it runs (its worker looks at the due time when the step ends, and wakes the
+** others then), not when it was already due as early. A committer that passes the
+** log's limit kicks the compactor at every commit while one compaction runs: each
+** such wake used to broadcast bg_cv, waking an idle worker for nothing (a context
+** switch and bg_mu taken per commit, issue 35). */
 void mw_bg_wake(mw_bg_job *job, uint64_t delay_ns) {
   mw_mutex_lock(&bg_mu);
   if (job->added) {
     uint64_t at = mw_now_ns() + delay_ns;
-    if (!job->due || at < job->due) job->due = at;
-    mw_cond_broadcast(&bg_cv);
+    if (!job->due || at < job->due) {
+      job->due = at;
+      if (!job->running) {
+        bg_signals++;
+        mw_cond_broadcast(&bg_cv);
+      }
+    }
   }
   mw_mutex_unlock(&bg_mu);
+}
+
+int64_t mw_bg_wake_signals(void) {
+  mw_mutex_lock(&bg_mu);
+  int64_t n = bg_signals;
+  mw_mutex_unlock(&bg_mu);
+  return n;
 }
 
 void mw_bg_remove(mw_bg_job *job) {

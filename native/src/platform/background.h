@@ -27,8 +27,11 @@ typedef struct mw_bg_job {
 ** can be started: the job was not added. */
 int mw_bg_add(mw_bg_job *job, uint64_t (*step)(void *), void *arg, uint64_t first_ns);
 /* Makes the job due within delay_ns (an earlier due time stands). No-op for a job
-** not added. */
+** not added. Signals the workers only when the job is not running and its due time
+** moved earlier. */
 void mw_bg_wake(mw_bg_job *job, uint64_t delay_ns);
+/* The wakes that signalled the workers since the process started (tests). */
+int64_t mw_bg_wake_signals(void);
 /* Unregisters the job, waiting for a step in progress; it never runs again. The
 ** last removal stops and joins the workers. Never call it from a step. */
 void mw_bg_remove(mw_bg_job *job);
