@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "e60f2e2a9e8910bb6f7b68acf43e89baecf7333d1fd64e6727214a6e301faf7d",
-        "size": 1849416
+        "sha256": "977010d5c8607ce836938ef19084a637b958f4c2bcd568846e6ae5a8e8e40360",
+        "size": 1851752
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "22107abf8758f50cec4bf85e2e924e2076327f66394498e5128fef7235db0267",
-        "size": 291408
+        "sha256": "23fa7f27debfd03f25c91d0d59f21fcb0dfb949cf123f0f51ccd2264dc8b06a0",
+        "size": 293728
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "145da6d8dbdfefea25830297518398245cbf7e6ce025c2aebd061f4a37a806b7",
-        "size": 1791360
+        "sha256": "a70100d1e8e3c27f70559befecb824848dbb522dee58ea919fe4e3a94b11199b",
+        "size": 1793776
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "0cba381f6ff80d1988f5fcb37bf49aa685dbc36230f3a4a69e24a86fefb95264",
-        "size": 282632
+        "sha256": "9c85bd1e8e95927329e35fc97867fb7a46d868342983193b8f6f875ccfc61e0b",
+        "size": 285000
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "d3504a77b48c15d356d413e37e1be1f6bec1580cc217c968d373a3d321ba6b61",
-        "size": 1847272
+        "sha256": "1a9e61d0de5c90d63807c3c4408f45fd7b2a23317d0f1542932e289d22c27951",
+        "size": 1849608
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "1af2b9913f27515009bfb7df9b1cf3a33aa13cc1af37b11b87a27c325ce9c9df",
-        "size": 290520
+        "sha256": "4ad8f2449b1dadbf38a0419a51a3ea8572e160b1c6727307b62f340a9c95d15d",
+        "size": 292840
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "46c0bd2c063ea9a6bf2b5e93cae6bf3b5e95c7dd4b0352b6fa3baa9e4b60120d",
-        "size": 1789544
+        "sha256": "f5325cd3677a7ccfc5899c84bedd107b65c6dff099e6c6be7614cc98b95e1fc3",
+        "size": 1791864
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "12b4140c25b04f590ba3a4da79b0af5a95e33cc418f717d0f9f1454b31bbd85e",
-        "size": 281992
+        "sha256": "a3b137a59b5e38cade7a7ca35d51a11962e36a98847c1beaa86b625c0af2c72f",
+        "size": 284360
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "81794892e811753f87b74b474334073ed7e1ba3066cee33005104dcd45dd8b77",
-        "size": 1801573
+        "sha256": "a73bdd0b3e67c3abd0c20e4b86488f83a0af009fff1a01c98c67b7ce90a319b9",
+        "size": 1806014
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "b6c2c2a61f36c5652e63186fad67985ded9d48c700323fe3c60c7c0eee49aaad",
-        "size": 288497
+        "sha256": "6d332336f922b9dc483dadfcc9081b937caacc77ea2fefd5fc01ab62309c2ba4",
+        "size": 292938
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "1bb62261e44a2661043375479a954f66e603ff9bc77029e508e334a1905658e7",
-        "size": 1886064
+        "sha256": "4278faee4f655b7da91eb4d4156a5f8f83082ff2d91632e22684f1f488604aef",
+        "size": 1886416
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "1b4f9c4c44000f7bdf836698b1141533dd2ed93759e79856d9a2b2c06ae23f2c",
-        "size": 332552
+        "sha256": "fc4af882e5ed0fa61edccaed4c7d1bf023039e931101facf06e7dfdfb7f58745",
+        "size": 332888
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "8af1a02da491291b2cff1a02607f078701ffab10bf1f8316defc2972320b2c9b",
-        "size": 1746432
+        "sha256": "50674fd7286b250809c77f53283217af62ebebfc7b3648a3038e67ceaee9ba83",
+        "size": 1747968
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "d252860cc913b46ed58462c412c0d249f61676b1d7a4c449f8d22c90453f7ec1",
-        "size": 249856
+        "sha256": "0b5d5e212ed7bf88a7d360f3dc13a4af16220b0f67bc299f9bd553fc815e3714",
+        "size": 251392
       }
     }
   }
