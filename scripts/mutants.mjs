@@ -70,14 +70,6 @@ export const MUTANTS = [
     why: "a reused log file is written with zeros again where it already holds written bytes",
   },
   {
-    id: "log-grower-wake-held",
-    file: "durability/log_group.c",
-    find: "      if (!log->growing && !log->hold_growth && room_is_low(log, need, GROW_LEAD) &&",
-    replace: "      if (!log->growing && room_is_low(log, need, GROW_LEAD) &&",
-    tests: ["test_engine_wakes"],
-    why: "every reservation during a log switch wakes the grower, which can do nothing while the switch holds growth (a worker woken per commit)",
-  },
-  {
     id: "log-write-no-spin",
     file: "durability/log_group.c",
     find: "    if (!spun && log->writing && log->written_end < end_offset) {",
