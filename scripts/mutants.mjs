@@ -852,14 +852,7 @@ export const MUTANTS = [
     tests: ["test_replica_stream"],
     why: "a compaction passes the last epoch written to the replica: the log drops records the stream has not written",
   },
-  {
-    id: "stream-pruning-uncapped",
-    file: "core/db.c",
-    find: "  if (db->stream && mw_stream_emitted(db) < m) m = mw_stream_emitted(db);\n",
-    replace: "",
-    tests: ["test_replica_stream"],
-    why: "pruning passes the last epoch written to the replica: no compaction can run while the stream lags (the log grows without bound)",
-  },
+
   {
     id: "stream-state-trusted",
     file: "replica/stream.c",

@@ -800,7 +800,10 @@ uint64_t mw_db_oldest_now_locked(mw_db *db) {
   for (const mw_lane *l = db->lanes; l; l = l->next_in_db)
     if (l->reg && l->reg < m) m = l->reg;
   /* The replica stream: a compaction stops at the last epoch written to the replica,
-  ** and so must pruning (a compaction to T needs the newest version <= T of a page). */
+  ** and so must pruning (a compaction to T needs the newest version <= T of a page).
+  ** Liveness only: without it compact_now skips instead (T below db->oldest). No test
+  ** shows the difference any more (the mutant stream-pruning-uncapped survived
+  ** test_replica_stream: the same 4.1 MB log peak and ~95 compactions in 1.5 s). */
   if (db->stream && mw_stream_emitted(db) < m) m = mw_stream_emitted(db);
   return m;
 }
