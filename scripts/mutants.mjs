@@ -678,7 +678,7 @@ export const MUTANTS = [
   {
     id: "mp-floor-stale",
     file: "core/db.c",
-    find: "  if (db->mp) mw_mp_floor(db, mw_db_oldest_now_locked(db)); /* a compactor may go that far now */",
+    find: "  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */",
     replace: "  if (db->mp) mw_mp_floor(db, db->oldest);",
     tests: ["test_mp"],
     env: { MW_MP_CASE: "floor_follows" },

@@ -98,6 +98,7 @@ typedef struct mw_lane mw_lane;
 typedef struct mw_db mw_db;
 typedef struct mw_mp mw_mp;
 typedef struct mw_stream mw_stream; /* replica/stream.h */
+typedef struct mw_compact_host mw_compact_host; /* compact/compact.h */
 
 typedef struct mw_pending {
   uint64_t epoch;
@@ -154,6 +155,7 @@ struct mw_db {
 
   /* compactor: a job of the shared background workers (background.c) */
   mw_bg_job compactor;
+  const mw_compact_host *host; /* what the compactor asks of the core (db.c sets it) */
   int compactor_running;       /* the job is added */
   int compactor_idle;          /* its last step found nothing left: no timer runs */
   uint64_t compact_last;       /* when the last compaction started (ns) */

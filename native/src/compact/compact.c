@@ -20,8 +20,9 @@
 ** a commit is durable within two ticks (MW_UNSYNCED_MAX_MS) and the sync itself (with
 ** mw_mp=1, mp.c syncs every process's records: mw_mp_tick). Stock SQLite in WAL mode
 ** syncs such commits at its next checkpoint only.
-** Each step then releases the transactions whose threads all ended
-** (mw_db_release_orphans_locked, db.c), so that they pin nothing.
+** Each step then releases the transactions whose threads all ended (db->host, the
+** methods table of core/db.c: this layer calls nothing above it by name), so that they
+** pin nothing.
 **
 ** Owns: the compactor job and the writes into the database file.
 ** Never touches: lanes (but their snapshot epochs, read under db->mu), SQLite
@@ -30,7 +31,6 @@
 #include "engine.h"
 #include "compact/compact.h"
 #include "core/datafile.h"
-#include "core/db.h"
 #include "core/store.h"
 #include "durability/log.h"
 #include "platform/crash.h"
@@ -60,8 +60,8 @@ static void log_orphans(mw_db *db, int n) {
 
 static void gc(mw_db *db) {
   mw_mutex_lock(&db->mu);
-  int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
-  uint64_t m = mw_db_oldest_now_locked(db);
+  int orphans = db->host->release_orphans_locked(db); /* transactions of ended threads */
+  uint64_t m = db->host->oldest_now_locked(db);
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
   uint64_t oldest = db->oldest, compacted = db->compacted, visible = db->visible;
   mw_mutex_unlock(&db->mu);
@@ -145,7 +145,7 @@ static int compact_now(mw_db *db, int how, uint64_t limit) {
     if (emitted < limit) limit = emitted;
   }
   mw_mutex_lock(&db->mu);
-  int orphans = mw_db_release_orphans_locked(db); /* transactions of ended threads */
+  int orphans = db->host->release_orphans_locked(db); /* transactions of ended threads */
   uint64_t m = db->visible;
   if (limit < m) m = limit;
   if (bounded(how))
@@ -301,7 +301,7 @@ static uint64_t checkpoint_step(mw_db *db) {
   if (rc == SQLITE_OK && !reached && db->mp && patient &&
       mw_now_ns() - since < (uint64_t)MW_CKPT_WAIT_MS * 1000000u)
     return (uint64_t)CKPT_RETRY_MS * 1000000u;
-  if (rc == SQLITE_OK && reached) rc = mw_db_unmark(db);
+  if (rc == SQLITE_OK && reached) rc = db->host->unmark(db);
   mw_mutex_lock(&db->mu);
   db->ckpt_rc = rc;
   db->ckpt_done = asked;

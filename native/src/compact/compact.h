@@ -12,6 +12,22 @@
 ** for the records of every process). */
 #define MW_UNSYNCED_MAX_MS 400
 
+/* What the compactor asks of the layer above it (core/db.c, which owns the lanes, their
+** snapshots and the file's mark): a methods table set in db->host before the compactor
+** starts, so that compact.c calls nothing above its own layer by name. Each runs under
+** db->mu where its name says "locked". */
+struct mw_compact_host {
+  /* Releases the transactions whose threads all ended (they pin nothing from then on);
+  ** returns how many. */
+  int (*release_orphans_locked)(mw_db *db);
+  /* The oldest snapshot now (lanes, the compaction under way, the replica stream's last
+  ** epoch written): how far pruning may go. */
+  uint64_t (*oldest_now_locked)(mw_db *db);
+  /* Takes the file's mark off once the log holds nothing the file lacks (a checkpoint
+  ** reached its target); SQLITE_OK when it stays because a commit came in between. */
+  int (*unmark)(mw_db *db);
+};
+
 int mw_compactor_start(mw_db *db);
 void mw_compactor_stop(mw_db *db);
 /* Compacts up to min(visible, oldest snapshot); how: MW_COMPACT_TICK (or

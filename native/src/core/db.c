@@ -30,6 +30,14 @@ static mw_mutex registry_mu = MW_MUTEX_INIT;
 int64_t mw_early_snapshots;
 static mw_db *registry;
 
+/* What the compactor asks of this layer (compact/compact.h): it calls nothing above its
+** own layer by name. */
+static int release_orphans_locked(mw_db *db);
+static uint64_t oldest_now_locked(mw_db *db);
+static int unmark_file(mw_db *db);
+static const mw_compact_host compact_host = {release_orphans_locked, oldest_now_locked,
+                                             unmark_file};
+
 /* ---------------------------------------------------------------- registry */
 
 /* A child made by fork() inherits the parent's registry: the parent's databases,
@@ -219,6 +227,7 @@ static int db_alloc(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   db->id = *id;
   db->root = root;
   db->opts = *o;
+  db->host = &compact_host;
   *pDb = db;
   return SQLITE_OK;
 }
@@ -545,7 +554,7 @@ void mw_db_disarm_locked(mw_db *db) {
   if (!db->mp) db->arming--;
 }
 
-int mw_db_unmark(mw_db *db) {
+static int unmark_file(mw_db *db) {
   if (mw_guard_readonly(db->data)) return SQLITE_OK;
   if (db->mp) return mw_mp_unmark(db);
   int rc = SQLITE_OK;
@@ -618,7 +627,7 @@ static void finish_at_exit(mw_db *db, uint64_t deadline) {
   if (db->pid != mw_process_id() || !lock_before(&db->mu, deadline)) return;
   int quiet;
   while (!(quiet = quiet_locked(db)) && !db->broken && mw_now_ns() < deadline) {
-    mw_db_release_orphans_locked(db); /* transactions of terminated Workers */
+    release_orphans_locked(db); /* transactions of terminated Workers */
     if (!quiet_locked(db)) mw_cond_timedwait_ms(&db->cv, &db->mu, 1);
   }
   if (quiet) db->frozen = 1; /* no snapshot starts until the end below */
@@ -794,7 +803,7 @@ static int reformat(mw_lane *l, int page_size, int autovac, int *pDone) {
 /* ---------------------------------------------------------------- snapshots */
 
 /* The oldest snapshot now: no snapshot of this process is or will be below it. */
-uint64_t mw_db_oldest_now_locked(mw_db *db) {
+static uint64_t oldest_now_locked(mw_db *db) {
   uint64_t m = db->visible;
   if (db->compacting && db->compacting < m) m = db->compacting;
   for (const mw_lane *l = db->lanes; l; l = l->next_in_db)
@@ -809,7 +818,7 @@ uint64_t mw_db_oldest_now_locked(mw_db *db) {
 }
 
 static void recompute_oldest_locked(mw_db *db) {
-  uint64_t m = mw_db_oldest_now_locked(db);
+  uint64_t m = oldest_now_locked(db);
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
 }
 
@@ -860,7 +869,7 @@ void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSiz
 ** its own oldest past the others' floors before its compactor came round. */
 static void snapshot_ended_locked(mw_db *db, uint64_t was) {
   if (was == db->oldest) recompute_oldest_locked(db);
-  if (db->mp) mw_mp_floor(db, mw_db_oldest_now_locked(db)); /* a compactor may go that far now */
+  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */
 }
 
 void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
@@ -1077,7 +1086,7 @@ int mw_db_lane_use(mw_db *db, mw_lane *l) {
 
 static int orphan_write_locks; /* write locks of released lanes (lane.c counts) */
 
-int mw_db_release_orphans_locked(mw_db *db) {
+static int release_orphans_locked(mw_db *db) {
   int n = 0;
   for (mw_lane *l = db->lanes; l; l = l->next_in_db) {
     if (l->reg == 0 || l->nusers == 0 || l->untracked || l->abandoned) continue;

@@ -77,21 +77,15 @@ void mw_db_txn_end(mw_db *db, mw_lane *l);
 ** calling thread to its users. 1 when the transaction was released because its
 ** users had all ended (it must be rolled back), else 0. */
 int mw_db_lane_use(mw_db *db, mw_lane *l);
-/* Releases the snapshot of every lane whose transaction's users all ended (under
-** db->mu; the compactor's steps). Returns how many. */
-int mw_db_release_orphans_locked(mw_db *db);
-/* Under db->mu: the oldest epoch anything may still read or compact to (the visible
-** epoch, a compaction's target, every snapshot, the replica stream's last epoch): the
-** store may prune below it. */
-uint64_t mw_db_oldest_now_locked(mw_db *db);
+/* The compactor's steps release the transactions whose users all ended and ask how far
+** the store may prune through db->host (compact/compact.h), which db.c sets at open. */
 
 /* The mark while the database is open (db.c, "the mark while open"): a commit arms
 ** before its epoch (the mark back on if a checkpoint took it off; mw_mp=1 under the
 ** publication lock) and is disarmed when it takes its epoch (under db->mu) or is
-** refused; a checkpoint unmarks once the log holds nothing the file lacks. */
+** refused; a checkpoint unmarks once the log holds nothing the file lacks (db->host). */
 int mw_db_arm(mw_db *db);
 void mw_db_disarm_locked(mw_db *db);
-int mw_db_unmark(mw_db *db);
 
 /* The lanes whose commit the calling thread stashed (at most max). */
 int mw_db_stashed_lanes(void *owner, mw_lane **out, int max);

@@ -4,7 +4,7 @@
 ** marked ended when the thread ends (a TLS destructor). A lane keeps references to
 ** the tokens of the threads that used its transaction, so that the compactor can
 ** tell a transaction nobody can end any more (its every thread is gone: a
-** terminated Worker) and release its snapshot (db.c, mw_db_release_orphans).
+** terminated Worker) and release its snapshot (db.c, release_orphans_locked).
 */
 #ifndef MW_OWNER_H
 #define MW_OWNER_H
