@@ -277,8 +277,8 @@ export const MUTANTS = [
   {
     id: "relocate-overflow-next",
     file: "growth/relocate.c",
-    find: "int rc = on_ref(&r, MW_REF_NEXT, 0, 0, next);",
-    replace: "int rc = on_ref(&r, MW_REF_NEXT, 0, 4, next);",
+    find: "int rc = on_ref(r, MW_REF_NEXT, 0, 0, next);",
+    replace: "int rc = on_ref(r, MW_REF_NEXT, 0, 4, next);",
     tests: ["test_relocate", "test_growth", "test_relocate_merge"],
     why: "relocation rewrites an overflow page's next pointer at the wrong offset",
   },

@@ -140,30 +140,156 @@ static mw_reloc_reason check_page1(const mw_reloc_args *a, const unsigned char *
   return MW_RELOC_OK;
 }
 
-mw_reloc_reason mw_relocate(const mw_reloc_args *a, mw_wpage *ws, size_t n, void *scratch,
-                            size_t scratch_len, mw_reloc_info *info) {
-  mw_reloc_info local_info;
-  if (info == NULL) info = &local_info;
-  memset(info, 0, sizeof *info);
+/* mw_relocate, step 1: the arguments, and the index of page 1 in the write set (*pP1). */
+static mw_reloc_reason check_args(const mw_reloc_args *a, const mw_wpage *ws, size_t n,
+                                  const void *scratch, size_t scratch_len, size_t *pP1) {
   if (a == NULL || ws == NULL || n == 0 || n > 0xfffffffeu || a->snap_page1 == NULL ||
       a->cur_page1 == NULL || !mw_page_geometry_ok(a->page_size, a->usable_size) ||
       scratch == NULL || scratch_len < mw_reloc_scratch_size(n))
     return MW_RELOC_BAD_ARGS;
-  info->from = a->snap_npages;
-  info->to = a->cur_npages;
   if (!a->first_commit) return MW_RELOC_NOT_FIRST_COMMIT;
-
   size_t p1 = n;
   for (size_t i = 0; i < n; i++) {
     if (ws[i].data == NULL || ws[i].pgno == 0) return MW_RELOC_BAD_ARGS;
     if (ws[i].pgno == 1) p1 = i;
   }
   if (p1 == n) return MW_RELOC_NO_PAGE1;
-  const unsigned char *txn1 = ws[p1].data;
-  mw_reloc_reason why = check_page1(a, txn1);
+  *pP1 = p1;
+  return MW_RELOC_OK;
+}
+
+/* Step 2: the scratch carved into the context's arrays (4-byte aligned). */
+static void carve(reloc_ctx *r, const mw_reloc_args *a, mw_wpage *ws, size_t n, uint32_t n0,
+                  uint32_t g, uint32_t lock, void *scratch) {
+  uintptr_t base = ((uintptr_t)scratch + 3) & ~(uintptr_t)3;
+  memset(r, 0, sizeof *r);
+  r->a = a;
+  r->ws = ws;
+  r->n = n;
+  r->n0 = n0;
+  r->g = g;
+  r->lock_page = lock;
+  r->slot_ws = (uint32_t *)base;
+  r->slot_off = r->slot_ws + n;
+  r->idx = r->slot_off + n;
+  r->work = r->idx + n;
+  r->kind = (uint8_t *)(r->work + n);
+}
+
+/* Step 3: the write set by page number: no duplicates, nothing past the new end nor on
+** the lock-byte page, and exactly N0+1..N0+g above N0. */
+static mw_reloc_reason check_range(reloc_ctx *r, uint32_t end, mw_reloc_info *info) {
+  const mw_wpage *ws = r->ws;
+  size_t n = r->n;
+  for (size_t i = 0; i < n; i++) r->idx[i] = (uint32_t)i;
+  mw_sort(r->idx, n, sizeof(uint32_t), cmp_pgno, r->ws);
+  size_t above = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t p = ws[r->idx[i]].pgno;
+    if (i > 0 && p == ws[r->idx[i - 1]].pgno) {
+      info->bad_pgno = p;
+      return MW_RELOC_DUP_PAGE;
+    }
+    if (p > end) {
+      info->bad_pgno = p;
+      return MW_RELOC_NOT_RANGE;
+    }
+    if (p == r->lock_page) { /* SQLite never writes the lock-byte page */
+      info->bad_pgno = p;
+      return MW_RELOC_MALFORMED;
+    }
+    if (p > r->n0) above++;
+  }
+  if (above != r->g) return MW_RELOC_NOT_RANGE; /* distinct and <= end: the range has a hole */
+  return MW_RELOC_OK;
+}
+
+/* Step 4: every reference to a new page found. Every page whose type byte says b-tree
+** is read as one; the others must be reached as overflow pages from the write set;
+** every new page must be referenced. */
+static mw_reloc_reason find_refs(reloc_ctx *r, mw_reloc_info *info) {
+  const mw_reloc_args *a = r->a;
+  const mw_wpage *ws = r->ws;
+  size_t n = r->n;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t t = ws[i].data[ws[i].pgno == 1 ? 100 : 0];
+    r->kind[i] = (t == MW_BTREE_INTERIOR_INDEX || t == MW_BTREE_INTERIOR_TABLE ||
+                  t == MW_BTREE_LEAF_INDEX || t == MW_BTREE_LEAF_TABLE)
+                     ? K_BTREE
+                     : K_NONE;
+  }
+  for (uint32_t s = 0; s < r->g; s++) r->slot_ws[s] = UNSET;
+  for (size_t i = 0; i < n; i++) {
+    if (r->kind[i] != K_BTREE) continue;
+    r->cur = (uint32_t)i;
+    int rc = mw_btree_refs(ws[i].data, ws[i].pgno, a->page_size, a->usable_size, on_ref, r);
+    if (rc == MW_PAGE_OK) continue;
+    if (rc == MW_PAGE_MALFORMED || rc == MW_PAGE_NOT_BTREE) {
+      info->bad_pgno = ws[i].pgno;
+      return MW_RELOC_MALFORMED;
+    }
+    info->bad_pgno = r->bad_pgno;
+    return (mw_reloc_reason)rc;
+  }
+  /* overflow chains: the first 4 bytes of an overflow page are the next page */
+  while (r->nwork > 0) {
+    uint32_t j = r->work[--r->nwork];
+    uint32_t next = mw_get4(ws[j].data);
+    if (next == 0) continue;
+    r->cur = j;
+    int rc = on_ref(r, MW_REF_NEXT, 0, 0, next);
+    if (rc != 0) {
+      info->bad_pgno = r->bad_pgno;
+      return (mw_reloc_reason)rc;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (r->kind[i] == K_NONE) {
+      info->bad_pgno = ws[i].pgno;
+      return MW_RELOC_UNKNOWN_PAGE;
+    }
+  }
+  for (uint32_t s = 0; s < r->g; s++) {
+    if (r->slot_ws[s] == UNSET) {
+      info->bad_pgno = r->n0 + 1 + s;
+      return MW_RELOC_REF_MISSING;
+    }
+  }
+  return MW_RELOC_OK;
+}
+
+/* Step 5, once every check passed (nothing here can fail): the references and the new
+** pages moved past N1, page 1 the current one with the new size and a new counter. */
+static void rewrite(reloc_ctx *r, mw_wpage *ws, size_t p1, uint32_t n1) {
+  const mw_reloc_args *a = r->a;
+  for (uint32_t s = 0; s < r->g; s++) mw_put4(ws[r->slot_ws[s]].data + r->slot_off[s], n1 + 1 + s);
+  for (size_t i = 0; i < r->n; i++)
+    if (ws[i].pgno > r->n0) ws[i].pgno += n1 - r->n0;
+  unsigned char *pg1 = ws[p1].data;
+  unsigned char version[4];
+  memcpy(version, pg1 + 96, 4);
+  memmove(pg1, a->cur_page1, a->page_size);
+  uint32_t counter = mw_get4(a->cur_page1 + 24) + 1;
+  mw_put4(pg1 + 24, counter);
+  mw_put4(pg1 + 92, counter);
+  mw_put4(pg1 + 28, n1 + r->g);
+  memcpy(pg1 + 96, version, 4);
+}
+
+mw_reloc_reason mw_relocate(const mw_reloc_args *a, mw_wpage *ws, size_t n, void *scratch,
+                            size_t scratch_len, mw_reloc_info *info) {
+  mw_reloc_info local_info;
+  if (info == NULL) info = &local_info;
+  memset(info, 0, sizeof *info);
+  size_t p1 = 0;
+  if (a == NULL) return MW_RELOC_BAD_ARGS;
+  info->from = a->snap_npages;
+  info->to = a->cur_npages;
+  mw_reloc_reason why = check_args(a, ws, n, scratch, scratch_len, &p1);
+  if (why == MW_RELOC_OK) why = check_page1(a, ws[p1].data);
   if (why != MW_RELOC_OK) return why;
 
-  uint32_t n0 = a->snap_npages, n1 = a->cur_npages, end = mw_get4(txn1 + 28);
+  uint32_t n0 = a->snap_npages, n1 = a->cur_npages, end = mw_get4(ws[p1].data + 28);
   if (end < n0 || n1 < n0) return MW_RELOC_SHRUNK;
   uint32_t g = end - n0;
   info->count = g;
@@ -172,103 +298,11 @@ mw_reloc_reason mw_relocate(const mw_reloc_args *a, mw_wpage *ws, size_t n, void
   if (g > 0 && ((lock > n0 && lock <= n0 + g) || (lock > n1 && lock <= n1 + g)))
     return MW_RELOC_LOCK_PAGE;
 
-  /* carve the scratch (4-byte aligned) */
-  uintptr_t base = ((uintptr_t)scratch + 3) & ~(uintptr_t)3;
   reloc_ctx r;
-  memset(&r, 0, sizeof r);
-  r.a = a;
-  r.ws = ws;
-  r.n = n;
-  r.n0 = n0;
-  r.g = g;
-  r.lock_page = lock;
-  r.slot_ws = (uint32_t *)base;
-  r.slot_off = r.slot_ws + n;
-  r.idx = r.slot_off + n;
-  r.work = r.idx + n;
-  r.kind = (uint8_t *)(r.work + n);
-
-  /* the write set by page number: duplicates, and exactly N0+1..N0+g above N0 */
-  for (size_t i = 0; i < n; i++) r.idx[i] = (uint32_t)i;
-  mw_sort(r.idx, n, sizeof(uint32_t), cmp_pgno, ws);
-  size_t above = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t p = ws[r.idx[i]].pgno;
-    if (i > 0 && p == ws[r.idx[i - 1]].pgno) {
-      info->bad_pgno = p;
-      return MW_RELOC_DUP_PAGE;
-    }
-    if (p > end) {
-      info->bad_pgno = p;
-      return MW_RELOC_NOT_RANGE;
-    }
-    if (p == lock) { /* SQLite never writes the lock-byte page */
-      info->bad_pgno = p;
-      return MW_RELOC_MALFORMED;
-    }
-    if (p > n0) above++;
-  }
-  if (above != g) return MW_RELOC_NOT_RANGE; /* distinct and <= end: the range has a hole */
-
-  /* every page whose type byte says b-tree is read as one; the others must be
-  ** reached as overflow pages from the write set */
-  for (size_t i = 0; i < n; i++) {
-    uint32_t t = ws[i].data[ws[i].pgno == 1 ? 100 : 0];
-    r.kind[i] = (t == MW_BTREE_INTERIOR_INDEX || t == MW_BTREE_INTERIOR_TABLE ||
-                 t == MW_BTREE_LEAF_INDEX || t == MW_BTREE_LEAF_TABLE)
-                    ? K_BTREE
-                    : K_NONE;
-  }
-  for (uint32_t s = 0; s < g; s++) r.slot_ws[s] = UNSET;
-  for (size_t i = 0; i < n; i++) {
-    if (r.kind[i] != K_BTREE) continue;
-    r.cur = (uint32_t)i;
-    int rc = mw_btree_refs(ws[i].data, ws[i].pgno, a->page_size, a->usable_size, on_ref, &r);
-    if (rc == MW_PAGE_OK) continue;
-    if (rc == MW_PAGE_MALFORMED || rc == MW_PAGE_NOT_BTREE) {
-      info->bad_pgno = ws[i].pgno;
-      return MW_RELOC_MALFORMED;
-    }
-    info->bad_pgno = r.bad_pgno;
-    return (mw_reloc_reason)rc;
-  }
-  /* overflow chains: the first 4 bytes of an overflow page are the next page */
-  while (r.nwork > 0) {
-    uint32_t j = r.work[--r.nwork];
-    uint32_t next = mw_get4(ws[j].data);
-    if (next == 0) continue;
-    r.cur = j;
-    int rc = on_ref(&r, MW_REF_NEXT, 0, 0, next);
-    if (rc != 0) {
-      info->bad_pgno = r.bad_pgno;
-      return (mw_reloc_reason)rc;
-    }
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (r.kind[i] == K_NONE) {
-      info->bad_pgno = ws[i].pgno;
-      return MW_RELOC_UNKNOWN_PAGE;
-    }
-  }
-  for (uint32_t s = 0; s < g; s++) {
-    if (r.slot_ws[s] == UNSET) {
-      info->bad_pgno = n0 + 1 + s;
-      return MW_RELOC_REF_MISSING;
-    }
-  }
-
-  /* every check passed: rewrite (nothing below can fail) */
-  for (uint32_t s = 0; s < g; s++) mw_put4(ws[r.slot_ws[s]].data + r.slot_off[s], n1 + 1 + s);
-  for (size_t i = 0; i < n; i++)
-    if (ws[i].pgno > n0) ws[i].pgno += n1 - n0;
-  unsigned char *pg1 = ws[p1].data;
-  unsigned char version[4];
-  memcpy(version, pg1 + 96, 4);
-  memmove(pg1, a->cur_page1, a->page_size);
-  uint32_t counter = mw_get4(a->cur_page1 + 24) + 1;
-  mw_put4(pg1 + 24, counter);
-  mw_put4(pg1 + 92, counter);
-  mw_put4(pg1 + 28, n1 + g);
-  memcpy(pg1 + 96, version, 4);
+  carve(&r, a, ws, n, n0, g, lock, scratch);
+  why = check_range(&r, end, info);
+  if (why == MW_RELOC_OK) why = find_refs(&r, info);
+  if (why != MW_RELOC_OK) return why;
+  rewrite(&r, ws, p1, n1);
   return MW_RELOC_OK;
 }
