@@ -3,6 +3,8 @@
 // the TypeScript harness, the turso peer) into a Markdown report and an SVG chart.
 //
 //   node bench/report.mjs [--out DIR] [--title TEXT] results/*.jsonl
+//   node bench/report.mjs --update-doc [DOC] [RUN_FOLDER...]
+//   node bench/report.mjs --check [DOC]
 //
 // Writes DIR/report.md and DIR/chart.svg (DIR defaults to the folder of the first
 // input) and prints the Markdown. No dependency: the SVG is written by hand.
@@ -10,8 +12,17 @@
 // throughput and p99.9 latency against writers, one line per variant.
 // Exit: 0 rendered (failed runs are shown as FAILED and listed), 2 bad input.
 // Reads only the files it is given; writes only the two outputs.
-import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
-import { dirname, join, basename } from "node:path";
+//
+// The current table of docs/bench-results.md (DOC, by default) is generated: it sits between
+//   <!-- bench-table:begin bench/runs/A bench/runs/B ... -->  and  <!-- bench-table:end -->
+// and the begin marker names the committed run folders it comes from (paths from the
+// repository root; every *.jsonl of a folder is read). --update-doc rewrites what is
+// between the markers from those folders (run folders given on the command line replace
+// the marker's list); --check exits 1 when the doc's table differs from what --update-doc
+// would write (0 when equal, 2 bad input). Both read only committed files: no build needed.
+import { readFileSync, writeFileSync, mkdirSync, readdirSync, statSync, existsSync } from "node:fs";
+import { dirname, join, basename, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 
 const VARIANT_ORDER = ["sqlite", "sqlite-wait", "bun:sqlite", "mw", "mwr", "turso"];
 const WORKLOAD_ORDER = ["bulk", "samepage", "hot", "transfer", "slow", "read"];
@@ -22,17 +33,31 @@ function fail(msg) {
   process.exit(2);
 }
 
+const USAGE =
+  "usage: node bench/report.mjs [--out DIR] [--title TEXT] <results.jsonl...>\n" +
+  "       node bench/report.mjs --update-doc [DOC.md] [RUN_FOLDER...]   (DOC default docs/bench-results.md)\n" +
+  "       node bench/report.mjs --check [DOC.md]\n";
+
 function parseArgs(argv) {
-  const o = { files: [], out: null, title: "sqlite-multiwriter benchmark" };
+  const o = { files: [], out: null, title: "sqlite-multiwriter benchmark", doc: null, docMode: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--out") o.out = argv[++i] ?? fail("--out needs a folder");
     else if (a === "--title") o.title = argv[++i] ?? fail("--title needs a text");
-    else if (a === "-h" || a === "--help") {
-      process.stdout.write("usage: node bench/report.mjs [--out DIR] [--title TEXT] <results.jsonl...>\n");
+    else if (a === "--update-doc" || a === "--check") {
+      if (o.docMode && o.docMode !== a) fail("--update-doc and --check do not go together");
+      o.docMode = a;
+    } else if (a === "-h" || a === "--help") {
+      process.stdout.write(USAGE);
       process.exit(0);
     } else if (a.startsWith("--")) fail(`unknown option ${a}`);
+    else if (o.docMode && a.endsWith(".md") && o.doc === null && o.files.length === 0) o.doc = a;
     else o.files.push(a);
+  }
+  if (o.docMode) {
+    if (o.out !== null || o.title !== "sqlite-multiwriter benchmark") fail(`${o.docMode} takes no --out or --title`);
+    if (o.docMode === "--check" && o.files.length) fail("--check takes the doc only: the run folders are named in its begin marker");
+    return o;
   }
   if (o.files.length === 0) fail("no input: give one or more .jsonl files");
   o.out ??= dirname(o.files[0]);
@@ -255,6 +280,210 @@ export function renderMarkdown(rows, title) {
   return out.join("\n");
 }
 
+// ------------------------------------------------------------------ the doc's current table
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+export const DOC_DEFAULT = "docs/bench-results.md";
+const DOC_BEGIN = "<!-- bench-table:begin";
+const DOC_END = "<!-- bench-table:end -->";
+const STOCK = ["sqlite", "sqlite-wait", "bun:sqlite"];
+const KIND_ORDER = ["native/c/threads", "native/c/processes", "ts/bun/threads", "ts/bun/processes", "ts/deno/threads", "ts/deno/processes"];
+const kindKey = (r) => `${r.harness}/${r.runtime}/${r.mode}`;
+const RUNTIME_NAME = { bun: "Bun", deno: "Deno" };
+
+function kindTitle(r) {
+  if (r.harness === "native") return `Native C (\`mwbench\`), ${r.mode === "threads" ? "threads (one process, a thread and a connection per writer)" : "processes (a process and a connection per writer)"}`;
+  const rt = RUNTIME_NAME[r.runtime] ?? r.runtime;
+  return `Through ${rt} (the package, \`bench/ts/bench.ts\`), ${r.mode === "threads" ? "a Worker and a connection per writer" : "a process per writer"}`;
+}
+
+/** The result lines of a committed run folder (every *.jsonl in it, in name order). */
+function folderRows(folder) {
+  const dir = resolve(ROOT, folder);
+  let names;
+  try {
+    if (!statSync(dir).isDirectory()) fail(`${folder}: not a folder`);
+    names = readdirSync(dir).filter((n) => n.endsWith(".jsonl")).sort();
+  } catch (e) {
+    fail(`cannot read the run folder ${folder}: ${e.message}`);
+  }
+  if (names.length === 0) fail(`${folder}: no .jsonl file`);
+  return readLines(names.map((n) => join(dir, n)));
+}
+
+function fmtWhen(times) {
+  if (times.length === 0) return "time unknown";
+  const [a, b] = [times[0], times[times.length - 1]];
+  const d = (t) => t.slice(0, 10), hm = (t) => t.slice(11, 16);
+  if (d(a) !== d(b)) return `${d(a)} ${hm(a)} to ${d(b)} ${hm(b)} UTC`;
+  return hm(a) === hm(b) ? `${d(a)} ${hm(a)} UTC` : `${d(a)} ${hm(a)} to ${hm(b)} UTC`;
+}
+
+/** fmtMs with a thousands separator from 1,000 ms on (the doc's tables). */
+const fmtMsDoc = (us) => (us != null && us >= 1e6 ? fmtInt(us / 1000) : fmtMs(us));
+
+function renderKind(rows, folder, docDir) {
+  const out = [];
+  const r0 = rows[0];
+  const seen = new Set();
+  for (const r of rows) {
+    const k = key(r.workload, r.writers, r.variant);
+    if (seen.has(k)) fail(`${folder}: two lines for ${kindKey(r)} ${r.workload}, ${r.writers} writers, ${r.variant}: a table is one run`);
+    seen.add(k);
+  }
+  const folderRel = relative(docDir, resolve(ROOT, folder)).split("\\").join("/");
+  const link = existsSync(join(ROOT, folder, "report.md")) ? `${folderRel}/report.md` : `${folderRel}/`;
+  const times = rows.map((r) => r.time).filter((t) => typeof t === "string").sort();
+  const commits = uniq(rows.map((r) => r.commit).filter(Boolean)).map((c) => c.replace(/^([0-9a-f]{7})[0-9a-f]*/, "$1"));
+  const periods = uniq(rows.map((r) => `${r.warmup_s} s warm-up + ${r.duration_s} s measured`));
+  const syncs = rows.map((r) => r.machine?.fdatasync_us).filter((x) => typeof x === "number");
+  const m = r0.machine ?? {};
+  const sync = syncs.length
+    ? Math.min(...syncs) === Math.max(...syncs)
+      ? `fdatasync ${fmtMs(syncs[0])} ms (measured at the start)`
+      : `fdatasync ${fmtMs(Math.min(...syncs))} to ${fmtMs(Math.max(...syncs))} ms (measured at the starts)`
+    : "fdatasync not measured";
+  const versions = uniq(rows.map((r) => `SQLite ${r.sqlite_version}, engine ${r.engine_version}` +
+    (r.runtime_version ? `, ${RUNTIME_NAME[r.runtime] ?? r.runtime} ${r.runtime_version}` : "")));
+  out.push("", `### ${kindTitle(r0)}`, "");
+  out.push(
+    `From [\`${folder.replace(/\/$/, "")}/\`](${link}) (its report has every column): commit ${commits.join(", ") || "unknown"}, ` +
+      `${fmtWhen(times)}, ${periods.join("; ")} per run; ${m.cores ?? "?"} cores (${m.cpu ?? "cpu unknown"}), ${m.kernel ?? "kernel unknown"}, ` +
+      `${m.fs ?? "fs unknown"}, ${sync}; ${versions.join("; ")}.`,
+  );
+  const variants = uniq(rows.filter((r) => r.skipped == null).map((r) => r.variant)).sort(byOrder(VARIANT_ORDER));
+  const stock = variants.filter((v) => STOCK.includes(v));
+  const others = variants.filter((v) => !STOCK.includes(v));
+  const better = stock.length === 1 ? stock[0] : "better stock";
+  const hasOpen = rows.some((r) => r.open_at_end_max_us != null);
+  const hasFewest = rows.some((r) => r.fewest_share != null);
+  const vs = variants.join(" / ");
+  const cols = ["workload", "writers", ...variants.map((v) => `${v} tx/s`)];
+  const align = ["---", "---:", ...variants.map(() => "---:")];
+  if (stock.length) for (const v of others) cols.push(`${v} / ${better}`), align.push("---:");
+  const per = [["retries/100", (r) => r.retries_per_100.toFixed(1)], ["p99.9 ms", (r) => fmtMsDoc(r.p999_us)], ["max ms", (r) => fmtMsDoc(r.max_us)]];
+  if (hasOpen) per.push(["open at end ms", (r) => (r.open_at_end_max_us == null ? "-" : fmtMsDoc(r.open_at_end_max_us))]);
+  if (hasFewest) per.push(["fewest", (r) => (r.fewest_share == null ? "-" : `${Math.round(100 * r.fewest_share)}%`)]);
+  for (const [name] of per) cols.push(`${name} ${vs}`), align.push("---");
+  out.push("", `| ${cols.join(" | ")} |`, `|${align.join("|")}|`);
+  const cells = new Map();
+  for (const r of rows) if (r.skipped == null) cells.set(key(r.workload, r.writers, r.variant), r);
+  const lines = uniq(rows.map((r) => key(r.workload, r.writers))).map((k) => k.split("\u0000"))
+    .sort((a, b) => byOrder(WORKLOAD_ORDER)(a[0], b[0]) || Number(a[1]) - Number(b[1]));
+  let inactive = false;
+  for (const [wl, w] of lines) {
+    const get = (v) => cells.get(key(wl, w, v));
+    const ok = (r) => r && r.error == null && typeof r.tx_per_s === "number";
+    const star = (v, r) => ((v === "mw" || v === "mwr") && r.engine_active === false ? ((inactive = true), "\\*") : "");
+    const row = [wl, w];
+    for (const v of variants) {
+      const r = get(v);
+      row.push(!r ? "" : ok(r) ? `${fmtInt(r.tx_per_s)}${star(v, r)}` : "**FAILED**");
+    }
+    if (stock.length) {
+      const figs = stock.map(get).filter(ok);
+      const b = figs.length ? figs.reduce((x, y) => (y.tx_per_s > x.tx_per_s ? y : x)) : null;
+      for (const v of others) {
+        const r = get(v);
+        row.push(ok(r) && b && b.tx_per_s > 0 ? `${(r.tx_per_s / b.tx_per_s).toFixed(2)}x` : "");
+      }
+    }
+    for (const [, f] of per) row.push(variants.map((v) => (ok(get(v)) ? f(get(v)) : "-")).join(" / "));
+    out.push(`| ${row.join(" | ")} |`);
+  }
+  if (inactive) out.push("", "\\* the engine was inactive in this run (MW_STAT_ENGINE = 0): not a figure of the engine.");
+  return out;
+}
+
+/** The text between the doc's markers: one table per harness kind of the folders given. */
+export function renderDocTables(folders, docPath) {
+  const docDir = dirname(resolve(docPath));
+  const parts = [];
+  for (const folder of folders) {
+    const rows = folderRows(folder);
+    for (const k of uniq(rows.map(kindKey))) parts.push({ k, folder, rows: rows.filter((r) => kindKey(r) === k) });
+  }
+  parts.sort((a, b) => byOrder(KIND_ORDER)(a.k, b.k));
+  for (let i = 1; i < parts.length; i++) {
+    if (parts[i].k === parts[i - 1].k) fail(`${parts[i - 1].folder} and ${parts[i].folder} both hold ${parts[i].k}: name one folder per harness and mode`);
+  }
+  const readme = relative(docDir, join(ROOT, "bench", "README.md")).split("\\").join("/");
+  const sources = uniq(parts.map((p) => p.folder)).map((f) => {
+    const rs = parts.filter((p) => p.folder === f).flatMap((p) => p.rows);
+    const commits = uniq(rs.map((r) => r.commit).filter(Boolean)).map((c) => c.replace(/^([0-9a-f]{7})[0-9a-f]*/, "$1"));
+    const days = uniq(rs.map((r) => r.time).filter((t) => typeof t === "string").map((t) => t.slice(0, 10))).sort();
+    return `\`${f.replace(/\/$/, "")}/\` (commit ${commits.join(", ") || "unknown"}, ${days.join(", ") || "undated"})`;
+  });
+  const out = [
+    "<!-- generated by `node bench/report.mjs --update-doc` from the run folders named in the marker above; " +
+      "`node bench/report.mjs --check` fails when this differs: do not edit by hand -->",
+    "",
+    `Generated by \`node bench/report.mjs --update-doc\` from ${sources.join(", ")}.`,
+    "",
+    "Each table is one run: the variants of a row ran back to back, and every run passed its check " +
+      "(`integrity_check` and the workload's invariant). tx/s: transactions committed per second in the measured " +
+      "period. `mw / better stock`: the engine's tx/s over that of the faster stock variant of the same row. " +
+      "Cells with several figures follow the order of the variants in the column's name. Latencies run from a " +
+      "transaction's first attempt to its commit (retries and backoff included) over the commits of the measured " +
+      "period; `open at end` is the longest any writer's transaction had been open when the period ended, " +
+      `\`fewest\` the commits of the writer that committed least as a share of the average writer's ([bench/README.md](${readme}), "JSON lines").`,
+  ];
+  for (const p of parts) out.push(...renderKind(p.rows, p.folder, docDir));
+  return out.join("\n");
+}
+
+/** Splits the doc at its markers: { before, folders, after }. */
+function splitDoc(text, docPath) {
+  const lines = text.split("\n");
+  const b = lines.map((l, i) => (l.startsWith(DOC_BEGIN) ? i : -1)).filter((i) => i >= 0);
+  const e = lines.map((l, i) => (l.trim() === DOC_END ? i : -1)).filter((i) => i >= 0);
+  if (b.length !== 1 || e.length !== 1 || e[0] < b[0]) {
+    fail(`${docPath}: wants one "${DOC_BEGIN} FOLDER... -->" line and one "${DOC_END}" line after it`);
+  }
+  const m = /^<!-- bench-table:begin\s+(.*?)\s*-->\s*$/.exec(lines[b[0]]);
+  if (!m) fail(`${docPath}:${b[0] + 1}: the begin marker ends with -->`);
+  return {
+    before: lines.slice(0, b[0]),
+    folders: m[1].split(/\s+/).filter(Boolean),
+    inside: lines.slice(b[0] + 1, e[0]).join("\n"),
+    after: lines.slice(e[0]),
+  };
+}
+
+function docMain(o) {
+  const docPath = o.doc ?? join(ROOT, DOC_DEFAULT);
+  let text;
+  try {
+    text = readFileSync(docPath, "utf8");
+  } catch (e) {
+    fail(`cannot read ${docPath}: ${e.message}`);
+  }
+  const d = splitDoc(text, docPath);
+  const folders = o.files.length
+    ? o.files.map((f) => relative(ROOT, resolve(f)).split("\\").join("/").replace(/\/$/, ""))
+    : d.folders;
+  if (folders.length === 0) fail(`${docPath}: the begin marker names no run folder`);
+  const table = renderDocTables(folders, docPath);
+  if (o.docMode === "--check") {
+    if (d.inside === table) {
+      process.stdout.write(`report: ${relative(process.cwd(), docPath) || docPath}: the table is current (${folders.join(", ")})\n`);
+      process.exit(0);
+    }
+    const a = d.inside.split("\n"), b = table.split("\n");
+    let i = 0;
+    while (i < a.length && i < b.length && a[i] === b[i]) i++;
+    process.stderr.write(
+      `report: ${docPath}: the table between the bench-table markers differs from what its run folders give ` +
+        `(first at line ${i + 1} after the begin marker):\n  doc:       ${a[i] ?? "(end)"}\n  generated: ${b[i] ?? "(end)"}\n` +
+        "Run node bench/report.mjs --update-doc (never edit the table by hand).\n",
+    );
+    process.exit(1);
+  }
+  const updated = [...d.before, `${DOC_BEGIN} ${folders.join(" ")} -->`, table, ...d.after].join("\n");
+  if (updated !== text) writeFileSync(docPath, updated);
+  process.stderr.write(`report: ${docPath}: table ${updated === text ? "already current" : "written"} from ${folders.join(", ")}\n`);
+}
+
 // ------------------------------------------------------------------ SVG chart
 
 const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -366,6 +595,10 @@ export function renderSvg(rows, title) {
 
 if (import.meta.url === `file://${process.argv[1]}` || basename(process.argv[1] ?? "") === "report.mjs") {
   const o = parseArgs(process.argv.slice(2));
+  if (o.docMode) {
+    docMain(o);
+    process.exit(0);
+  }
   const rows = readLines(o.files);
   if (rows.length === 0) fail("the inputs hold no result lines");
   const md = renderMarkdown(rows, o.title) + `\nChart: [chart.svg](chart.svg)\n`;

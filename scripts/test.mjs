@@ -24,6 +24,9 @@ const STEPS = [
   { name: "binding is current", cmd: ["node", "scripts/gen-binding.mjs", "--check"] },
   // The mutants of scripts/mutants.mjs still find their snippets (--full runs them).
   { name: "mutants follow the code", cmd: ["node", "scripts/mutate.mjs", "--check"] },
+  // The current tables of docs/bench-results.md are what their committed run folders give
+  // (node bench/report.mjs --update-doc rewrites them; reads only committed files).
+  { name: "benchmark tables are current", cmd: ["node", "bench/report.mjs", "--check"] },
   // The engine's includes follow its layers (docs/design.md, "Files").
   { name: "layers of native/src", cmd: ["node", "scripts/layers.mjs"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },

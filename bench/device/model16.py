@@ -4,9 +4,9 @@ measured on the development machine, and checks the prediction against a run.
 
   model16.py model16.json run16.jsonl WRITERS
 
-The model (docs/bench-results.md, "A model for 16 cores"), per workload, N writers on P
-cores, k = this machine's CPU time per commit of stock SQLite with one writer (bulk, no
-sync) over the development machine's (the same code: k < 1 is a faster core), F = this
+The model (docs/bench-history/2026-12-05-cpu-per-commit-16-core-model.md, "A model for
+16 cores"), per workload, N writers on P cores, k = this machine's CPU time per commit of
+stock SQLite with one writer (bulk, no sync) over the development machine's (the same code: k < 1 is a faster core), F = this
 disk's fdatasync time (median of machine.fdatasync_us of the runs):
 
   engine, no sync:   X = min(P / (k c), 1 / (k s), N / (k w))

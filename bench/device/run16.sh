@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the 16-core prediction of issue 35 (bench/device/model16.json, docs/bench-results.md,
-# "A model for 16 cores") on the machine it runs on, in one command and under 10 minutes:
+# Checks the 16-core prediction of issue 35 (bench/device/model16.json,
+# docs/bench-history/2026-12-05-cpu-per-commit-16-core-model.md, "A model for 16 cores") on the machine it runs on, in one command and under 10 minutes:
 #
 #   bench/device/run16.sh [OUTDIR]          (default bench/results/run16)
 #
