@@ -7,7 +7,7 @@
 //! checks each artifact (release/check-artifacts.mjs).
 const std = @import("std");
 
-/// SQLite compile options, chosen on purpose (docs/design.md explains each).
+/// SQLite compile options, chosen on purpose (docs/design/engine.md explains each).
 const sqlite_flags = [_][]const u8{
     "-DSQLITE_THREADSAFE=1", // serialized by default; the binding opens with NOMUTEX
     "-DSQLITE_DQS=0",
@@ -60,7 +60,7 @@ pub const release_targets = [_]struct { name: []const u8, triple: []const u8 }{
 };
 
 /// The engine's folders under native/src, one per layer from the bottom up
-/// (docs/design.md, "Files"): their .c files are the engine's sources. Only native/src
+/// (docs/design/engine.md, "Layers"): their .c files are the engine's sources. Only native/src
 /// itself is an include path: a file includes another folder's header with the folder
 /// (`#include "growth/relocate.h"`).
 const engine_dirs = [_][]const u8{

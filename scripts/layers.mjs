@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // layers.mjs: checks that the engine's files include only headers of their own layer or of
-// the layers below it (docs/design.md, "Files"). Every .c and .h of native/src is read; each
+// the layers below it (docs/design/engine.md, "Layers"). Every .c and .h of native/src is read; each
 // `#include "..."` must name a file under native/src by its folder ("core/db.h"), or one
 // of SQLite's or the public headers. Fails, listing every offending include, when a file
 // includes a header of a higher layer that is not one of the named exceptions below, when

@@ -27,7 +27,7 @@ const STEPS = [
   // The current tables of docs/bench-results.md are what their committed run folders give
   // (node bench/report.mjs --update-doc rewrites them; reads only committed files).
   { name: "benchmark tables are current", cmd: ["node", "bench/report.mjs", "--check"] },
-  // The engine's includes follow its layers (docs/design.md, "Files").
+  // The engine's includes follow its layers (docs/design/engine.md, "Layers").
   { name: "layers of native/src", cmd: ["node", "scripts/layers.mjs"] },
   { name: "type check lib/ (tsc --noEmit)", cmd: () => [bin("tsc"), "-p", "tsconfig.json", "--noEmit"] },
   { name: "type check lib/ (deno check)", cmd: () => [bin("deno"), "check", "lib/mod.ts"] },
@@ -52,7 +52,7 @@ const STEPS = [
   // a slow client and clients that hang up; every acknowledged order id looked up in the
   // file (bench/server/faults.mjs --smoke: Bun and Deno, about 20 s).
   { name: "faults under load smoke (bench/server/faults.mjs --smoke)", cmd: ["node", "bench/server/faults.mjs", "--smoke"], full: true, needs: ["wrk", "sqlite3"] },
-  // Every mutant of scripts/mutants.mjs must be killed by its C tests (docs/design.md,
+  // Every mutant of scripts/mutants.mjs must be killed by its C tests (docs/testing.md,
   // "Mutation testing"): the tests at MW_TEST_SCALE=0.25, 180 s per test run, the stage
   // at 15 minutes (under 6 minutes on 2 busy cores from an empty cache).
   { name: "mutation testing (scripts/mutate.mjs)", cmd: ["timeout", "900", "node", "scripts/mutate.mjs"], full: true },

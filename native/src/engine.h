@@ -1,5 +1,5 @@
 /*
-** engine.h: the types the engine's parts share (docs/design.md, "Files"): the options,
+** engine.h: the types the engine's parts share (docs/design/engine.md): the options,
 ** the page store's versions and chains, the page set, the open database, the lane
 ** (one connection) and the file the VFS hands to SQLite. Only types and the constants
 ** that shape them: every function is declared by the header of its own folder's

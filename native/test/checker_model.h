@@ -1,5 +1,5 @@
 /* The randomized checker shared by test_engine_checker.c and test_growth_checker.c
-** (docs/design.md, the tests). Each program only describes its workload (cm_load: the
+** (docs/testing.md). Each program only describes its workload (cm_load: the
 ** tables, the keys, the mix of operations, the value sizes); this file owns the
 ** rest: 8 threads, each with its own connection, run random transactions (upserts,
 ** updates, deletes, point and range reads) and record their snapshot and commit

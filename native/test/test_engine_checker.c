@@ -1,4 +1,4 @@
-/* The randomized checker (docs/design.md "Tests and the breakage each one was shown to catch"; the machinery is in checker_model.h).
+/* The randomized checker (docs/testing.md "Tests and the breakage each one was shown to catch"; the machinery is in checker_model.h).
 ** 8 threads, each with its own connection, run 250 random transactions each over
 ** 200 keys of one table: upserts, updates, copies (a write that depends on a read),
 ** deletes, point and range reads, with payloads from a few bytes to several pages

@@ -1,5 +1,5 @@
 /* A compaction makes the database file durable before it cuts the log (issue 8,
-** "make the tests honest"; docs/design.md "Choices", compaction).
+** "make the tests honest"; docs/design/compact.md).
 **
 ** The compactor writes pages into the database file, syncs it, and only then moves
 ** the log's base (mw_log_compacted: the new log replaces the old one by a rename).

@@ -1,4 +1,4 @@
-/* A process that exits with engine databases still open (docs/design.md, "Process
+/* A process that exits with engine databases still open (docs/design/processes.md, "Process
 ** exit"): Bun ends with quick_exit(), Deno with exit(), and a Worker that is still
 ** running, was terminated or was unref'd never closes its connection.
 **  - exit() and quick_exit() with a connection never closed: the database is finished

@@ -1,4 +1,4 @@
-/* Rebase (mw_rebase=1, docs/design.md "Rebase", native/src/rebase): a commit that lost
+/* Rebase (mw_rebase=1, docs/design/rebase.md, native/src/rebase): a commit that lost
 ** only because others changed other rows of the same table leaf pages is published
 ** with its rows merged into the newest pages, when it declared the rows it read and
 ** wrote (MW_FCNTL_REBASE_ROWS). Checked here:

@@ -1,4 +1,4 @@
-/* Concurrent growth on the commit path (growth.c, docs/design.md "Concurrent growth"):
+/* Concurrent growth on the commit path (growth.c, docs/design/growth.md):
 **  - a later commit of a snapshot whose first commit was relocated is refused;
 **  - 16 threads insert 100-row transactions into one table, each into its own key
 **    range: relocations happen, retries stay rare, every row is there once;

@@ -1,4 +1,4 @@
-/* Multi-process mode, mw_mp=1 (docs/design.md, "Processes"), with real processes (this
+/* Multi-process mode, mw_mp=1 (docs/design/processes.md), with real processes (this
 ** program runs itself again as each writer):
 **  - bank: 4 processes transfer money between 20 accounts, each transfer with a row of
 **    its own in `ack`, written by the writer to its ack file once COMMIT returned OK;

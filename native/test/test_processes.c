@@ -1,4 +1,4 @@
-/* Processes and files beside the engine (docs/design.md, "Processes"):
+/* Processes and files beside the engine (docs/design/processes.md):
 **  - two processes through the engine: the second is refused at open with a message
 **    naming the cause and mw_mp; every row the first acknowledged is there after;
 **  - Debian's sqlite3 shell with .load of the extension, in two processes at once:

@@ -1,6 +1,6 @@
 /*
 ** compact.c: the compactor. A background thread per database writes committed
-** pages into the database file and shortens the log (docs/design.md "Choices", compaction):
+** pages into the database file and shortens the log (docs/design/compact.md):
 **   T = min(visible epoch, oldest active snapshot, with mw_mp=1 the other processes'
 **   floors); for each page changed since the
 **   last compaction, its newest version <= T goes into the file; the file size is

@@ -1,5 +1,5 @@
 /*
-** commit.c: publishes a lane's commit, in this order (docs/design.md "Choices"), one
+** commit.c: publishes a lane's commit, in this order (docs/design/core.md "Validation"), one
 ** function a step:
 **  1. collect: copy the write set out of the private WAL (outside every lock);
 **  2. reserve: room in the log (SQLITE_FULL before anything is assigned);
@@ -13,13 +13,13 @@
 **     record is published, mp_publish); append the record
 **     to the log, wait for the group sync;
 **  8. make_visible: strictly in epoch order.
-** Relocation (growth.c, docs/design.md "Concurrent growth") plugs in at step 4 where the only
+** Relocation (growth.c, docs/design/growth.md) plugs in at step 4 where the only
 ** conflict is growth; rebase (rebase.c, section 9) where the conflicts are on table
 ** leaf pages and the transaction declared the rows it read. A transaction that writes several engine databases
 ** (attached ones) goes through mw_commit_group: steps 1-4 for every database
 ** before step 5 for any, so that it commits all or nothing.
 **
-** The read set is complete (docs/design.md, "The read set"): it holds every page
+** The read set is complete (docs/design/core.md, "Validation"): it holds every page
 ** read through xRead since the last cold start of the lane (lane.c) and every page
 ** this lane's commits wrote since then, because SQLite may use both from its cache
 ** without reading them again. Every one of them is validated against the snapshot.
@@ -104,7 +104,7 @@ static int page1_check(mw_lane *l, uint32_t *pView, uint32_t *pNewest, uint32_t 
   return SQLITE_OK;
 }
 
-/* ---- the interior-table routing exception (step 4; docs/design.md "Choices") ---- */
+/* ---- the interior-table routing exception (step 4; docs/design/core.md "Validation") ---- */
 
 typedef struct route { uint32_t child; int64_t lo, hi; } route; /* keys in (lo, hi] */
 

@@ -3,7 +3,7 @@
 ** never deleted, holds each thread's token; its destructor, run by the system when
 ** the thread ends, marks the token ended and drops the thread's reference. A
 ** runtime that ends a Worker ends its OS thread (Bun and Deno do: checked with a
-** TLS destructor, docs/design.md "Transactions of threads that ended"), so no
+** TLS destructor, docs/design/core.md "Transactions of threads that ended"), so no
 ** JavaScript has to run for the engine to notice.
 **
 ** The destructor is code of this library, run at any thread's end, perhaps long

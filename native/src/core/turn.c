@@ -1,5 +1,5 @@
 /*
-** turn.c: the hot-spot turn (docs/design.md "The hot-spot turn").
+** turn.c: the hot-spot turn (docs/design/core.md "The hot-spot turn").
 **
 ** A connection that lost MW_TURN_AFTER commits in a row, or whose heat (its recent
 ** refusal rate, engine.h) reached MW_HEAT_QUEUE, queues for a per-database turn

@@ -1,5 +1,5 @@
 /*
-** growth.c: concurrent growth on the commit path (docs/design.md "Concurrent growth",
+** growth.c: concurrent growth on the commit path (docs/design/growth.md,
 ** docs/relocation.md section 4). Called by commit.c at its "relocation hook" when
 ** the only write conflicts of a snapshot's first commit are page 1, pages past the
 ** snapshot's end, and interior table pages both sides changed.

@@ -1,5 +1,5 @@
 /*
-** growth.h: concurrent growth on the commit path (growth.c, docs/design.md "Concurrent growth");
+** growth.h: concurrent growth on the commit path (growth.c, docs/design/growth.md);
 ** the page-level machinery is relocate.h's.
 */
 #ifndef MW_GROWTH_H

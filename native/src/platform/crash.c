@@ -1,5 +1,5 @@
 /*
-** crash.c: the crash points of the crash tests (docs/design.md, "Crash points"):
+** crash.c: the crash points of the crash tests (docs/design/platform.md, "Crash points"):
 ** MW_CRASH_AT=<name>[:n] aborts the process the n-th time (default the first) the
 ** named point is reached; and the pause points of the race tests: MW_PAUSE_AT=<name>:<ms>
 ** sleeps that long every time the named point is reached (a window between two steps

@@ -1,6 +1,6 @@
 /*
 ** guard.c: what keeps an engine database safe from everything outside this
-** process's engine (docs/design.md, "Processes"):
+** process's engine (docs/design/processes.md):
 **   - the lock: while the engine has the file open, its own handle on the file
 **     holds SQLite's EXCLUSIVE lock (SHARED for a read-only file). Every SQLite
 **     connection, stock or engine, in any other process, takes SHARED before it

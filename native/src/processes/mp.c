@@ -1,5 +1,5 @@
 /*
-** mp.c: multi-process mode (mw_mp=1, docs/design.md "Processes").
+** mp.c: multi-process mode (mw_mp=1, docs/design/processes.md).
 ** Every process of the database keeps its own page store and its own handle on the
 ** one log "<db>-mw"; they agree through "<db>-mwshm" (docs/format.md):
 **   - a header, mapped: the committed end (logical offset after the last record whose
@@ -19,7 +19,7 @@
 ** (without the lock: published records are complete and never change).
 ** The first process to join (no live slot) recovers the log as in one process; a later
 ** one replays the log up to the durable end. Compaction into the database file runs
-** while any number of processes are open (docs/design.md, "Processes", the bullet
+** while any number of processes are open (docs/design/processes.md, the section
 ** "Compaction"): one compactor at a time (join lock), up to T = the lowest floor that
 ** the live processes publish in their slots (their oldest snapshot, at most what they
 ** applied: every process ticks, so that an idle one's floor advances too); the log

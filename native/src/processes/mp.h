@@ -1,5 +1,5 @@
 /*
-** mp.h: multi-process mode (mp.c, mw_mp=1; docs/design.md "Processes").
+** mp.h: multi-process mode (mp.c, mw_mp=1; docs/design/processes.md).
 */
 #ifndef MW_MP_H
 #define MW_MP_H

@@ -1,5 +1,5 @@
 /*
-** Three-way merge of a table b-tree leaf page (type 13), docs/design.md "Rebase".
+** Three-way merge of a table b-tree leaf page (type 13), docs/design/rebase.md.
 **
 ** A table leaf is a list of cells in increasing rowid order; each cell is one
 ** row (payload size, rowid, the local payload, the first overflow page). The

@@ -1,5 +1,5 @@
 /*
-** rebase.c: rebase on the commit path (docs/design.md "Rebase"). Called by commit.c
+** rebase.c: rebase on the commit path (docs/design/rebase.md). Called by commit.c
 ** at step 4 when a write conflict is on a page that existed at the snapshot and the
 ** transaction may be rebased.
 **

@@ -1,5 +1,5 @@
 /*
-** Rebase (docs/design.md "Rebase"): a commit that lost only
+** Rebase (docs/design/rebase.md): a commit that lost only
 ** because commits since its snapshot changed other rows of the same table leaf
 ** pages is published with its row changes replayed on the newest pages.
 **
