@@ -14,7 +14,7 @@ import { type AggregateOptions, defineAggregate, defineFunction, type FunctionOp
 import { backup, deserialize, type Image, imageOpenOptions, isImage, serialize } from "./images.ts";
 import { type Internals, register } from "./internals.ts";
 import { type DatabaseOptions, isMemoryPath, resolveOptions, toFilePath, toUri } from "./options.ts";
-import { type Params, type RunResult, Statement } from "./statement.ts";
+import { isVacuum, type Params, type RunResult, Statement, stepStatement } from "./statement.ts";
 import { type EngineStats, STAT_SLOTS, statsFrom } from "./stats.ts";
 import { retryLost, transaction, type TransactionFunction } from "./transaction.ts";
 import { type AsyncTransaction, type AsyncTransactionOptions, AsyncPool } from "./async.ts";
@@ -273,14 +273,6 @@ export class Database {
       // Nothing is locked: the commit was refused because another writer won.
       message = "another writer committed first; this transaction was rolled back (SQLITE_BUSY_SNAPSHOT)";
     }
-    const text = sql ?? "";
-    if (this.#engine && message === "output file already exists" && /\bvacuum\b/i.test(text) &&
-        !/[?&]mw=0\b/.test(text)) {
-      // The engine creates VACUUM INTO's output when SQLite attaches it, before SQLite checks
-      // that it is empty: the copy has to go through the stock VFS (docs/limits.md).
-      message += ": through the engine, VACUUM INTO needs its output as 'file:PATH?mw=0' " +
-        "(delete the file this attempt left first)";
-    }
     if (code === SQLITE_BUSY_SNAPSHOT && s.sqlite3_get_autocommit(db) === 0) {
       // A commit is lost only at COMMIT/END, RELEASE of the outermost savepoint or the end
       // of an autocommit statement, and SQLite has rolled its changes back. After a lost
@@ -525,6 +517,7 @@ export class Database {
     let at = 0;
     let changes = 0;
     let statements = 0;
+    const mayVacuum = /vacuum/i.test(sql);
     while (at < n) {
       const rc = s.sqlite3_prepare_v3(db, bytes.subarray(at), n - at, 0, stmtCell, tailCell);
       if (rc !== SQLITE_OK) throw this.#error(rc, sql);
@@ -532,13 +525,14 @@ export class Database {
       const tail = Number(f.address(f.outPtr(tailCell)) - base);
       if (f.isNull(stmt)) break; // only whitespace and comments were left
       statements++;
+      const vacuum = mayVacuum && isVacuum(f.cstring(s.sqlite3_sql(stmt)));
       try {
         const since = Date.now();
         const before = s.sqlite3_total_changes64(db);
         for (let attempt = 1;; attempt++) {
           const autocommit = s.sqlite3_get_autocommit(db) !== 0;
           let step: number;
-          while ((step = s.sqlite3_step(stmt)) === SQLITE_ROW);
+          while ((step = stepStatement(s, stmt, vacuum)) === SQLITE_ROW);
           if (step === SQLITE_DONE) {
             if (s.sqlite3_total_changes64(db) !== before) changes += Number(s.sqlite3_changes64(db));
             break;

@@ -55,6 +55,27 @@ export interface Connection {
   retryLost(h: Ptr, rc: number, attempt: number, since: number): boolean;
 }
 
+// A VACUUM statement (after blanks and comments). Its INTO output must be created by stock
+// SQLite, not the engine: SQLite refuses an output that is not empty, and an engine open
+// would make a database of it first. Around its steps the engine is told so
+// (mw_plain_output; docs/limits.md).
+const VACUUM = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*vacuum\b/i;
+/** @internal True for the text of a VACUUM statement. */
+export function isVacuum(sql: string): boolean {
+  return VACUUM.test(sql);
+}
+
+/** @internal Steps h once; a VACUUM statement's INTO output is opened by stock SQLite. */
+export function stepStatement(s: Symbols, h: Ptr, vacuum: boolean): number {
+  if (!vacuum) return s.sqlite3_step(h);
+  s.mw_plain_output(1);
+  try {
+    return s.sqlite3_step(h);
+  } finally {
+    s.mw_plain_output(0);
+  }
+}
+
 function isNamed(v: unknown): v is BindParams {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
   const proto = Object.getPrototypeOf(v);
@@ -107,6 +128,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
   readonly #f: Ffi;
   #h: Ptr | null;
   readonly #sql: string;
+  readonly #vacuum: boolean;
   #safe: boolean;
   #mode: ValueMode;
   #ncols = NOT_LOADED;
@@ -134,6 +156,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     this.#f = connection.ffi;
     this.#h = handle;
     this.#sql = sql;
+    this.#vacuum = isVacuum(sql);
     this.#safe = connection.safeIntegers;
     this.#mode = { bun: connection.bun, safe: this.#safe, exact: connection.exact };
     this.#nparams = this.#c.sym.sqlite3_bind_parameter_count(handle);
@@ -468,7 +491,7 @@ export class Statement<Row extends object = Record<string, SQLValue>> {
     for (let attempt = 1;; attempt++) {
       const autocommit = s.sqlite3_get_autocommit(db) !== 0;
       let rc: number;
-      while ((rc = s.sqlite3_step(h)) === SQLITE_ROW) onRow(h);
+      while ((rc = stepStatement(s, h, this.#vacuum)) === SQLITE_ROW) onRow(h);
       if (rc === SQLITE_DONE) {
         s.sqlite3_reset(h);
         return;

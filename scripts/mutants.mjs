@@ -389,6 +389,22 @@ export const MUTANTS = [
     why: "a transaction over attached databases publishes main before the other is validated",
   },
   {
+    id: "vacuum-into-engine-open",
+    file: "vfs/vfs.c",
+    find: "  if (zName && (flags & SQLITE_OPEN_MAIN_DB) && plain_output && !mw_db_is_open(zName)) {\n",
+    replace: "  if (0) {\n",
+    tests: ["test_engine_checkpoint"],
+    why: "VACUUM INTO's output is opened through the engine: SQLite refuses the database the engine made of it",
+  },
+  {
+    id: "vacuum-into-plain-sticky",
+    file: "vfs/vfs.c",
+    find: "    plain_output = 0;\n",
+    replace: "",
+    tests: ["test_engine_checkpoint"],
+    why: "the thread's request for a plain open outlives VACUUM INTO's output: the next open of the statement bypasses the engine",
+  },
+  {
     id: "checkpoint-ignored",
     file: "vfs/lane.c",
     find: "  if (ofst == 1 && n == 1 && lock && (flags & SQLITE_SHM_EXCLUSIVE) && !l->in_snap) {\n",

@@ -1,5 +1,6 @@
 // Custom scalar functions, serialize/deserialize, fileControl, the engine's counters and
 // the library facts (versions, source id).
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Database, mwVersion, SQLiteError, sourceId, sqliteVersion } from "../lib/mod.ts";
@@ -202,28 +203,74 @@ describe("fileControl, stats, library facts", () => {
 });
 
 describe("VACUUM INTO", () => {
-  it("through the engine: a plain output path fails with the way out, and the way out makes a copy stock SQLite reads", () => {
+  // Stock sqlite3's view of a copy: opened without the engine, read-only.
+  function readCopy(path: string): { check: unknown; n: unknown; s: unknown; mode: unknown } {
+    const copy = new Database(path, { multiwriter: false, readonly: true });
+    try {
+      const { n, s } = copy.query("SELECT count(*) AS n, sum(x) AS s FROM t").get() as { n: number; s: number };
+      const check = (copy.query("PRAGMA integrity_check").get() as { integrity_check: string }).integrity_check;
+      const mode = (copy.query("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode;
+      return { check, n, s, mode };
+    } finally {
+      copy.close();
+    }
+  }
+
+  it("through the engine writes a plain copy that holds every commit made before it, and none still open", () => {
     const dir = tempDir();
-    const db = new Database(join(dir, "src.db"));
+    const path = join(dir, "src.db");
+    const db = new Database(path);
+    const other = new Database(path);
     db.run("CREATE TABLE t(x)");
     db.transaction(() => {
       for (let i = 0; i < 50; i++) db.run("INSERT INTO t VALUES (?)", [i]);
     })();
+    other.run("INSERT INTO t VALUES (1000)"); // acknowledged before the copy
+    other.run("BEGIN");
+    other.run("INSERT INTO t VALUES (5000)"); // open while the copy is taken
+    const out = join(dir, "copy.db");
+    db.run(`VACUUM INTO '${out}'`);
+    other.run("COMMIT");
+    expect(readCopy(out)).toEqual({ check: "ok", n: 51, s: 1225 + 1000, mode: "delete" });
+    // Only the copy: the engine made no log or lock file of it.
+    expect(readdirSync(dir).filter((n) => n.startsWith("copy.db"))).toEqual(["copy.db"]);
+    // The way it is spelled does not matter: exec with a comment first, a bound name.
+    db.exec(`INSERT INTO t VALUES (1); /* backup */ VACUUM INTO '${join(dir, "copy2.db")}'`);
+    expect(readCopy(join(dir, "copy2.db"))).toMatchObject({ check: "ok", n: 53 });
+    db.prepare("vacuum into ?").run(join(dir, "copy3.db"));
+    expect(readCopy(join(dir, "copy3.db"))).toMatchObject({ check: "ok", n: 53 });
+    // An empty file is an empty output, as for stock SQLite.
+    writeFileSync(join(dir, "empty.db"), "");
+    db.run(`VACUUM INTO '${join(dir, "empty.db")}'`);
+    expect(readCopy(join(dir, "empty.db"))).toMatchObject({ check: "ok", n: 53 });
+    other.close();
+    db.close();
+  });
+
+  it("refuses an output with content in stock SQLite's words and leaves it as it was", () => {
+    const dir = tempDir();
+    const db = new Database(join(dir, "src.db"));
+    db.run("CREATE TABLE t(x)");
+    db.run("INSERT INTO t VALUES (7)");
+    const out = join(dir, "copy.db");
+    db.run(`VACUUM INTO '${out}'`);
+    const before = readFileSync(out);
+    db.run("INSERT INTO t VALUES (8)");
     let err: unknown;
     try {
-      db.run(`VACUUM INTO '${join(dir, "plain.db")}'`);
+      db.run(`VACUUM INTO '${out}'`);
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(SQLiteError);
-    expect((err as SQLiteError).message).toMatch(/^output file already exists: through the engine, VACUUM INTO needs its output as 'file:PATH\?mw=0'/);
-    const out = join(dir, "copy.db");
-    db.run(`VACUUM INTO 'file:${out}?mw=0'`);
+    expect((err as SQLiteError).message).toBe("output file already exists");
+    expect(readFileSync(out).equals(before)).toBe(true);
+    // What the VACUUM asked for does not outlive it: a new file ATTACHed next is an engine
+    // database (WAL mode, its page 1 written at once), not a plain one.
+    db.run(`ATTACH '${join(dir, "next.db")}' AS n`);
+    expect(db.query("PRAGMA n.journal_mode").get()).toEqual({ journal_mode: "wal" });
+    expect(statSync(join(dir, "next.db")).size).toBeGreaterThan(0);
     db.close();
-    const copy = new Database(out, { multiwriter: false, readonly: true });
-    expect(copy.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
-    expect(copy.query("SELECT count(*) AS n, sum(x) AS s FROM t").get()).toEqual({ n: 50, s: 1225 });
-    copy.close();
   });
 
   it("without the engine the message is SQLite's own", () => {

@@ -101,6 +101,7 @@ export const functions = {
   mw_exec_tracked: { args: ["ptr", "buffer"], returns: "i32" },
   mw_exec_async: { args: ["ptr", "buffer", "i64", "ptr"], returns: "i32" },
   mw_exec_wait: { args: ["ptr"], returns: "void" },
+  mw_plain_output: { args: ["i32"], returns: "i32" },
 } as const;
 
 export const callbacks = {

@@ -36,6 +36,15 @@ MW_API const char *mw_version(void);
 ** sqlite3_initialize(); a C program linking the static library calls it itself. */
 MW_API int mw_register(void);
 
+/* VACUUM INTO through the engine: SQLite attaches the output and refuses it unless it is
+** empty, where an engine open would have made a database of it first (and converted one with
+** content to WAL mode). While set (on the calling thread only), the next open of a main
+** database goes through the stock VFS, once, untouched: the output of the VACUUM INTO
+** statement the caller is about to step (the package sets it around each step of a VACUUM
+** statement). A file the engine has open in this process is opened through the engine as
+** before (SQLite then refuses it). Returns the previous setting. */
+MW_API int mw_plain_output(int on);
+
 /* Diagnostics of one connection, by index into the array filled by mw_stats() and
 ** by the file control MW_FCNTL_STATS (whose argument is an int64_t[MW_STAT_COUNT]).
 ** New entries are only ever appended. */

@@ -18,11 +18,18 @@
 **  - busy writers: four threads commit while a fifth checkpoints in a loop; nothing
 **    fails, every row is in the file after the last close;
 **  - autocheckpoint: a commit of more than wal_autocheckpoint pages runs SQLite's own
-**    checkpoint in the committing thread: it completes, and the file holds it. */
+**    checkpoint in the committing thread: it completes, and the file holds it;
+**  - vacuum into: with mw_plain_output set around the statement, VACUUM INTO through an
+**    engine connection writes a plain database (stock SQLite reads it in rollback mode)
+**    holding the commits acknowledged before it and not another connection's open one;
+**    without it SQLite refuses the output the engine made a database of; an output with
+**    content is refused and left byte for byte as it was; the setting is the thread's. */
 #include "test_engine_util.h"
 #include "processes/guard.h"
 
 #include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 static const char *prog = "test_engine_checkpoint";
@@ -314,6 +321,64 @@ static void case_autocheckpoint(const char *dir) {
   printf("%s: autocheckpoint: a commit over wal_autocheckpoint pages left the file whole\n", prog);
 }
 
+/* VACUUM INTO path on db, with mw_plain_output set around it; its result code. */
+static int vacuum_into(sqlite3 *db, const char *path, int plain) {
+  char *sql = sqlite3_mprintf("VACUUM INTO %Q", path);
+  CHECK(sql != 0);
+  int was = mw_plain_output(plain);
+  CHECK(was == 0);
+  int rc = tu_try(db, sql);
+  CHECK(mw_plain_output(0) == 0); /* once: the output's open took it (plain) or never had it */
+  sqlite3_free(sql);
+  return rc;
+}
+
+static int64_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+static void case_vacuum_into(const char *dir) {
+  char path[400], out[420], made[420];
+  snprintf(path, sizeof path, "%s/vac.db", dir);
+  snprintf(out, sizeof out, "%s/vac-copy.db", dir);
+  snprintf(made, sizeof made, "%s/vac-made.db", dir);
+  sqlite3 *a = tu_open(path, ""), *b = tu_open(path, "");
+  tu_exec(a, "CREATE TABLE t(id INTEGER PRIMARY KEY, who, pad)");
+  for (int i = 0; i < 300; i++) tu_exec(a, "INSERT INTO t(who, pad) VALUES('a', randomblob(50))");
+  tu_exec(b, "INSERT INTO t(who, pad) VALUES('b', 1)");
+  tu_exec(b, "BEGIN; INSERT INTO t(who, pad) VALUES('open', 2)");
+  /* Without the setting the engine makes a database of the new file, and SQLite refuses it. */
+  CHECK_RC(vacuum_into(a, made, 0), SQLITE_ERROR);
+  CHECK(strcmp(sqlite3_errmsg(a), "output file already exists") == 0);
+  CHECK(file_size(made) > 0);
+  /* With it: a plain database, every acknowledged commit, not b's open transaction. */
+  CHECK_RC(vacuum_into(a, out, 1), SQLITE_OK);
+  sqlite3 *s = tu_open_stock(out, SQLITE_OPEN_READONLY);
+  CHECK(tu_integrity_ok(s));
+  CHECK(tu_int(s, "SELECT count(*) FROM t") == 301);
+  CHECK(tu_int(s, "SELECT count(*) FROM t WHERE who = 'open'") == 0);
+  CHECK_RC(sqlite3_close(s), SQLITE_OK);
+  /* An output with content: refused, left byte for byte. */
+  int64_t size = file_size(out);
+  unsigned char first[100], again[100];
+  FILE *f = fopen(out, "rb");
+  CHECK(f != 0 && fread(first, 1, sizeof first, f) == sizeof first);
+  fclose(f);
+  CHECK(first[18] == 1 && first[19] == 1); /* rollback mode, no mark: SQLite's own file */
+  CHECK_RC(vacuum_into(a, out, 1), SQLITE_ERROR);
+  CHECK(strcmp(sqlite3_errmsg(a), "output file already exists") == 0);
+  f = fopen(out, "rb");
+  CHECK(f != 0 && fread(again, 1, sizeof again, f) == sizeof again);
+  fclose(f);
+  CHECK(file_size(out) == size && memcmp(first, again, sizeof first) == 0);
+  tu_exec(b, "COMMIT");
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+  printf("%s: vacuum into: a plain copy of 301 acknowledged rows (not the open one); without "
+         "the setting refused; an output with content refused and left as it was\n", prog);
+}
+
 int main(void) {
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   const char *dir = tu_tmpdir("checkpoint");
@@ -323,6 +388,7 @@ int main(void) {
   case_processes(dir);
   case_busy_writers(dir);
   case_autocheckpoint(dir);
+  case_vacuum_into(dir);
   tu_rmdir();
   printf("%s: ok\n", prog);
   return 0;

@@ -4,6 +4,8 @@
 **   - the main database of an engine open -> lane.c (mw_main_methods)
 **   - its "-wal"                          -> lane.c (mw_wal_methods, in memory)
 **   - everything else (and mw=0)          -> the root VFS, untouched
+**   - VACUUM INTO's output, while the thread asked for it (mw_plain_output)
+**                                         -> the root VFS: a plain database
 ** A refused open (bad option) gets a file whose writes fail and whose message the
 ** auto-extension returns from sqlite3_open (mw_check_open).
 **
@@ -246,10 +248,29 @@ static int is_engine_wal(const char *zName) {
   return yes;
 }
 
+/* ---------------------------------------------------------------- VACUUM INTO */
+/* SQLite's VACUUM INTO attaches its output with the connection's VFS and refuses it when
+** its size is not 0; an engine open would make a database of an empty file first, and
+** convert one with content to WAL mode before SQLite refuses it. The package asks, around
+** the steps of a VACUUM statement, that the next main-database open go through the root
+** VFS, untouched: VACUUM INTO has no other. A file the engine has open in this process
+** stays the engine's (SQLite then refuses it: its size is not 0). */
+static _Thread_local int plain_output;
+
+int mw_plain_output(int on) {
+  int was = plain_output;
+  plain_output = on != 0;
+  return was;
+}
+
 static int mw_open(sqlite3_vfs *vfs, sqlite3_filename zName, sqlite3_file *f, int flags,
                    int *pOut) {
   sqlite3_vfs *root = root_vfs;
   mw_file *p = (mw_file *)f;
+  if (zName && (flags & SQLITE_OPEN_MAIN_DB) && plain_output && !mw_db_is_open(zName)) {
+    plain_output = 0;
+    return root->xOpen(root, zName, f, flags, pOut);
+  }
   if (zName && (flags & SQLITE_OPEN_MAIN_DB)) {
     mw_opts o;
     char *err = 0;
