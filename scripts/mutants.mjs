@@ -389,6 +389,14 @@ export const MUTANTS = [
     why: "a transaction over attached databases publishes main before the other is validated",
   },
   {
+    id: "guard-moved-bytes-ignored",
+    file: "processes/guard.c",
+    find: "  if (rc == SQLITE_OK && !g->readonly && g->fixed_byte == MW_FD_INVALID && lock_bytes_moved()) {\n",
+    replace: "  if (0) {\n",
+    tests: ["test_processes"],
+    why: "a process whose SQLite lock bytes moved (a test control) keeps no other engine process out: both commit to one file unseen",
+  },
+  {
     id: "vacuum-into-engine-open",
     file: "vfs/vfs.c",
     find: "  if (zName && (flags & SQLITE_OPEN_MAIN_DB) && plain_output && !mw_db_is_open(zName)) {\n",

@@ -175,7 +175,7 @@ static void refuse_in_use(const char *zPath, int mp, char **pzErr) {
 
 /* Takes the engine's lock on the file (guard.c), with the message when refused. */
 static int lock_file(mw_db *db, char **pzErr) {
-  int rc = mw_guard_lock(db->data);
+  int rc = mw_guard_lock(db->data, db->path, &db->id);
   if (rc == SQLITE_BUSY) {
     refuse_in_use(db->path, db->opts.mp, pzErr);
   } else if (rc != SQLITE_OK && pzErr && *pzErr == 0) {

@@ -46,6 +46,8 @@ typedef struct guard_file {
   int exclusive;               /* of which EXCLUSIVE */
   mw_fd shared_byte;           /* the handle holding this process's byte (mw_mp=1),
                                   MW_FD_INVALID when none */
+  mw_fd fixed_byte;            /* with SQLite's lock bytes moved: the handle holding a
+                                  byte at their usual place (mw_guard_lock) */
 } guard_file;
 
 /* SQLite's lock bytes in the database file (os.h): SHARED_FIRST = PENDING_BYTE + 2,
@@ -79,6 +81,8 @@ static int g_close(sqlite3_file *f) {
   g->inner->pMethods = 0;
   if (g->shared_byte != MW_FD_INVALID) (void)mw_file_close(g->shared_byte);
   g->shared_byte = MW_FD_INVALID;
+  if (g->fixed_byte != MW_FD_INVALID) (void)mw_file_close(g->fixed_byte);
+  g->fixed_byte = MW_FD_INVALID;
   return rc;
 }
 
@@ -153,6 +157,7 @@ int mw_guard_open(sqlite3_vfs *root, const char *zPath, sqlite3_file **pOut) {
   }
   g->readonly = (outFlags & SQLITE_OPEN_READONLY) != 0;
   g->shared_byte = MW_FD_INVALID;
+  g->fixed_byte = MW_FD_INVALID;
   g->base.pMethods = &guard_methods;
   *pOut = &g->base;
   return SQLITE_OK;
@@ -166,12 +171,26 @@ void mw_guard_free(sqlite3_file *f) {
 
 int mw_guard_readonly(sqlite3_file *f) { return ((guard_file *)f)->readonly; }
 
-int mw_guard_lock(sqlite3_file *f) {
+/* SQLite's lock bytes sit where sqlite3_test_control(SQLITE_TESTCTRL_PENDING_BYTE) put
+** them, for the whole process; SQLite's test suite moves them in its own process only, so
+** a child process it starts locks elsewhere. The root VFS's locks then keep nothing out:
+** a process whose bytes moved also holds a byte at their usual place (an engine or stock
+** process there conflicts with it), so that two engine processes never share a file
+** unawares. (A call with 0 reads the place without moving it.) */
+static int lock_bytes_moved(void) {
+  return (unsigned)sqlite3_test_control(SQLITE_TESTCTRL_PENDING_BYTE, 0) != MW_PENDING_BYTE;
+}
+
+int mw_guard_lock(sqlite3_file *f, const char *zPath, const mw_file_id *id) {
   guard_file *g = (guard_file *)f;
   sqlite3_file *in = g->inner;
   if (g->locked) return SQLITE_OK;
   int rc = in->pMethods->xLock(in, SQLITE_LOCK_SHARED);
   if (rc == SQLITE_OK && !g->readonly) rc = in->pMethods->xLock(in, SQLITE_LOCK_EXCLUSIVE);
+  if (rc == SQLITE_OK && !g->readonly && g->fixed_byte == MW_FD_INVALID && lock_bytes_moved()) {
+    rc = mw_file_hold_byte(zPath, id, MW_SHARED_FIRST, 1, &g->fixed_byte);
+    if (rc == SQLITE_NOTFOUND) rc = SQLITE_OK; /* no such locks here: as before */
+  }
   if (rc != SQLITE_OK) {
     /* A failed EXCLUSIVE may leave PENDING held: back to nothing. */
     in->pMethods->xUnlock(in, SQLITE_LOCK_NONE);
@@ -187,6 +206,10 @@ int mw_guard_unlock(sqlite3_file *f) {
   if (!g->locked) return SQLITE_OK;
   g->locked = 0;
   g->exclusive = 0;
+  if (g->fixed_byte != MW_FD_INVALID) {
+    (void)mw_file_close(g->fixed_byte);
+    g->fixed_byte = MW_FD_INVALID;
+  }
   if (g->shared_byte != MW_FD_INVALID) {
     int rc = mw_file_close(g->shared_byte);
     g->shared_byte = MW_FD_INVALID;

@@ -15,8 +15,10 @@
 int mw_guard_open(sqlite3_vfs *root, const char *zPath, sqlite3_file **pOut);
 void mw_guard_free(sqlite3_file *f);
 int mw_guard_readonly(sqlite3_file *f);
-/* Takes EXCLUSIVE (SHARED when read-only) at once; SQLITE_BUSY when held elsewhere. */
-int mw_guard_lock(sqlite3_file *f);
+/* Takes EXCLUSIVE (SHARED when read-only) at once; SQLITE_BUSY when held elsewhere. With
+** SQLite's lock bytes moved (a test control), also a byte at their usual place (zPath,
+** of identity id). */
+int mw_guard_lock(sqlite3_file *f, const char *zPath, const mw_file_id *id);
 int mw_guard_unlock(sqlite3_file *f);
 /* Multi-process mode: from EXCLUSIVE or from nothing, holds a lock that engine
 ** processes share and stock connections do not get (SQLITE_BUSY): one byte of SQLite's
