@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "977010d5c8607ce836938ef19084a637b958f4c2bcd568846e6ae5a8e8e40360",
-        "size": 1851752
+        "sha256": "8d0bb12147d35552332ff2ddc4efb405f8e998656b66e9d5ea9d55d39a870899",
+        "size": 1852248
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "23fa7f27debfd03f25c91d0d59f21fcb0dfb949cf123f0f51ccd2264dc8b06a0",
-        "size": 293728
+        "sha256": "83f511865d0fa86bbad28997a4b2d8354dc52003f97d47fa5ce7eed0b5154952",
+        "size": 294192
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "a70100d1e8e3c27f70559befecb824848dbb522dee58ea919fe4e3a94b11199b",
-        "size": 1793776
+        "sha256": "6917282e7dbc6802d4dd37de55b75f86d2a6eb362378dfcce624eb6511e5692a",
+        "size": 1794688
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "9c85bd1e8e95927329e35fc97867fb7a46d868342983193b8f6f875ccfc61e0b",
-        "size": 285000
+        "sha256": "80539df58f55ff666f23e9c47f4a15c035b4ae2a5a3c169d32b4eca570ac0501",
+        "size": 285968
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "1a9e61d0de5c90d63807c3c4408f45fd7b2a23317d0f1542932e289d22c27951",
-        "size": 1849608
+        "sha256": "8e5ae259a192bf9b6628a2fccaeaaa91f6eb7086747a3f243d587e47fcdc273c",
+        "size": 1850104
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "4ad8f2449b1dadbf38a0419a51a3ea8572e160b1c6727307b62f340a9c95d15d",
-        "size": 292840
+        "sha256": "74b5c8498cbe13aa4a0a3b193d1a48880480c396699574efdb21713af2766a85",
+        "size": 293320
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f5325cd3677a7ccfc5899c84bedd107b65c6dff099e6c6be7614cc98b95e1fc3",
-        "size": 1791864
+        "sha256": "a3dda46be594ea5cd541ff14d015b1dc6ae2c6ec7a55e79d1f0aa8ba02a91860",
+        "size": 1792840
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "a3b137a59b5e38cade7a7ca35d51a11962e36a98847c1beaa86b625c0af2c72f",
-        "size": 284360
+        "sha256": "d958dcb101c868742780c871414d87066a184f2c2ba6e80bfc82534f3dc19bc3",
+        "size": 285344
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "a73bdd0b3e67c3abd0c20e4b86488f83a0af009fff1a01c98c67b7ce90a319b9",
-        "size": 1806014
+        "sha256": "9f1b0b6eab0f3f82a451e2b9ebc22fd6cef523efebe5258a5a7abeb2b537d722",
+        "size": 1806180
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "6d332336f922b9dc483dadfcc9081b937caacc77ea2fefd5fc01ab62309c2ba4",
-        "size": 292938
+        "sha256": "bbedefd3a1a44d962aec139d2af636fe2b39712d0af4846ae46dd5a33ce22498",
+        "size": 293104
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "4278faee4f655b7da91eb4d4156a5f8f83082ff2d91632e22684f1f488604aef",
-        "size": 1886416
+        "sha256": "895644cc5737ccf87194a51cb12c9c7b866c8ebc53f1e7702827d8f50cff61b0",
+        "size": 1886576
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "fc4af882e5ed0fa61edccaed4c7d1bf023039e931101facf06e7dfdfb7f58745",
-        "size": 332888
+        "sha256": "c7120cfea6bb6d03e7f4cf7d9f6fca46ba883c3d0336c1eba6cc1e8c6fe4cd6a",
+        "size": 333048
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "50674fd7286b250809c77f53283217af62ebebfc7b3648a3038e67ceaee9ba83",
+        "sha256": "892f98a562d64816261441b2f16e7ef0b9184b4024ecd735382dbde635019a43",
         "size": 1747968
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "0b5d5e212ed7bf88a7d360f3dc13a4af16220b0f67bc299f9bd553fc815e3714",
-        "size": 251392
+        "sha256": "7984db3ae747e73465622c712f73e3f1f18fda72466c0600cc420475b01a271f",
+        "size": 251904
       }
     }
   }
