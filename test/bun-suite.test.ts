@@ -4,9 +4,6 @@
 // of the package must carry bun:sqlite's words). The expectations are also written out, so
 // that the run under Deno checks them as well.
 import { createRequire } from "node:module";
-import { execFileSync } from "node:child_process";
-import process from "node:process";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { constants, Database } from "../lib/mod.ts";
 import { runtime } from "./helpers.ts";
@@ -334,15 +331,6 @@ describe("binding", () => {
       })
     ).toThrow("Database has closed");
     expect(db.open).toBe(false);
-  });
-});
-
-describe("garbage collection", () => {
-  it("statements stay usable after their Database is garbage-collected", () => {
-    const child = fileURLToPath(new URL("./fixtures/gc-statements.ts", import.meta.url));
-    const args = runtime === "bun" ? [child] : ["run", "-A", "--v8-flags=--expose-gc", child];
-    const out = execFileSync(process.execPath, args, { encoding: "utf8", stdio: "pipe", timeout: 60_000 });
-    expect(out.trim()).toBe(runtime === "bun" ? "ok ok" : "ok");
   });
 });
 

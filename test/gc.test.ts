@@ -16,3 +16,15 @@ describe("garbage collection inside callbacks", () => {
     expect(out.trim()).toBe("ok");
   }, 300_000);
 });
+
+// bun:sqlite's suite (test/bun-suite.test.ts has the rest): a statement keeps its Database
+// alive. Here because it starts the runtime as a child process, which the emulated run of
+// release/ts-emulated.mjs cannot (this file is left out there).
+describe("garbage collection of a Database with statements", () => {
+  it("statements stay usable after their Database is garbage-collected", () => {
+    const fixture = fileURLToPath(new URL("./fixtures/gc-statements.ts", import.meta.url));
+    const args = runtime === "bun" ? [fixture] : ["run", "-A", "--v8-flags=--expose-gc", fixture];
+    const out = execFileSync(process.execPath, args, { encoding: "utf8", stdio: "pipe", timeout: 60_000 });
+    expect(out.trim()).toBe(runtime === "bun" ? "ok ok" : "ok");
+  });
+});
