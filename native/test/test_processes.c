@@ -231,26 +231,35 @@ static void check_left_marked(const char *path, int64_t rows, const char *why) {
 
 /* ---------------------------------------------------------------- cases */
 
-/* Two processes through the engine. */
-static void two_engines(const char *dir) {
-  char path[300], msg[1024];
-  snprintf(path, sizeof path, "%s/two.db", dir);
+/* A child writes through the engine (fn) while this process opens the same file: the
+** open must be refused with a message naming the other process (and mw_mp=1). The refused
+** open leaves the file alone: the writer goes on, and every row it acknowledged is there.
+** Returns the child's rows; msg gets the message. */
+static int64_t refused_beside(const char *path, void (*fn)(const char *, int, int),
+                              const char *what, char *msg, size_t size) {
   kid k;
-  kid_start(&k, child_writer, path);
+  kid_start(&k, fn, path);
   char c;
   read_all(k.rd, &c, 1);
-  int rc = try_engine_open(path, msg, sizeof msg);
+  int rc = try_engine_open(path, msg, size);
   if (rc == SQLITE_OK || !strstr(msg, "open in another process") || !strstr(msg, "mw_mp=1")) {
-    fprintf(stderr, "second process: rc %d, message '%s'\n", rc, msg);
+    fprintf(stderr, "%s: rc %d, message '%s'\n", what, rc, msg);
     CHECK(0);
   }
-  /* The refused open left the file alone: the writer goes on. */
   write_all(k.wr, "q", 1);
   int64_t n = 0;
   read_all(k.rd, &n, sizeof n);
   CHECK(kid_wait(&k) == 0);
   CHECK(n >= 50);
   CHECK(count_rows(path) == n);
+  return n;
+}
+
+/* Two processes through the engine. */
+static void two_engines(const char *dir) {
+  char path[300], msg[1024];
+  snprintf(path, sizeof path, "%s/two.db", dir);
+  int64_t n = refused_beside(path, child_writer, "second process", msg, sizeof msg);
   printf("%s: second engine process refused (\"%.70s...\"), %lld rows kept\n", prog,
          strstr(msg, "multiwriter:"), (long long)n);
 }
@@ -267,20 +276,8 @@ static void child_moved_writer(const char *path, int rd, int wr) {
 static void moved_lock_bytes(const char *dir) {
   char path[300], msg[1024];
   snprintf(path, sizeof path, "%s/moved.db", dir);
-  kid k;
-  kid_start(&k, child_moved_writer, path);
-  char c;
-  read_all(k.rd, &c, 1);
-  int rc = try_engine_open(path, msg, sizeof msg);
-  if (rc == SQLITE_OK || !strstr(msg, "open in another process")) {
-    fprintf(stderr, "second process beside moved lock bytes: rc %d, message '%s'\n", rc, msg);
-    CHECK(0);
-  }
-  write_all(k.wr, "q", 1);
-  int64_t n = 0;
-  read_all(k.rd, &n, sizeof n);
-  CHECK(kid_wait(&k) == 0);
-  CHECK(count_rows(path) == n);
+  int64_t n = refused_beside(path, child_moved_writer,
+                             "second process beside moved lock bytes", msg, sizeof msg);
   printf("%s: lock bytes moved in the first process only: the second refused, %lld rows kept\n",
          prog, (long long)n);
 }
