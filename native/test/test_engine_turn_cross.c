@@ -5,13 +5,19 @@
 ** another held b.db's and waited for a.db's, stalled both until the head's hold ran
 ** out (MW_TURN_HOLD_MS, 500 ms): found by an outside review (4 Workers: 42
 ** transactions in 4 s in opposite orders, 18,500 in one order). A thread that holds
-** a turn never waits for one now. Checked: every transfer is there, and no
-** transaction took half the hold or more (with the stall: most of them). */
+** a turn never waits for one now. Checked: every transfer is there, and at most
+** MAX_STALLS transactions took the whole hold or more. With the stall, 600
+** transactions took 35-58 s and 52-108 of them the hold or more; without it, 8 copies
+** at once under qemu beside 2 busy loops on 2 cores took 2.4-3.7 s and at most 1 took
+** the hold (CI's platforms stage failed the former check, no transaction taking half
+** the hold): whole holds are counted and a few allowed, so a slow machine passes and
+** the stall still fails. */
 #include "test_engine_util.h"
 #include "engine.h" /* MW_TURN_HOLD_MS */
 
 #define THREADS 4
 #define TXNS 150
+#define MAX_STALLS 10
 
 static char path_a[300], path_b[300];
 
@@ -19,7 +25,7 @@ typedef struct {
   int id;
   int commits, retries;
   uint64_t worst_ns;
-  int stalls; /* transactions that took MW_TURN_HOLD_MS / 2 or more */
+  int stalls; /* transactions that took MW_TURN_HOLD_MS or more */
 } worker;
 
 static void *work(void *arg) {
@@ -48,7 +54,7 @@ static void *work(void *arg) {
     }
     uint64_t took = mw_now_ns() - t0;
     if (took > w->worst_ns) w->worst_ns = took;
-    if (took >= (uint64_t)MW_TURN_HOLD_MS * 1000000u / 2) w->stalls++;
+    if (took >= (uint64_t)MW_TURN_HOLD_MS * 1000000u) w->stalls++;
     w->commits++;
   }
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
@@ -83,7 +89,7 @@ int main(void) {
   }
   printf("test_engine_turn_cross: %d transactions over two databases in opposite orders in "
          "%.2f s, %d retries, the slowest %.1f ms, %d of them %d ms or more\n",
-         THREADS * TXNS, secs, retries, (double)worst / 1e6, stalls, MW_TURN_HOLD_MS / 2);
+         THREADS * TXNS, secs, retries, (double)worst / 1e6, stalls, MW_TURN_HOLD_MS);
   for (int k = 0; k < 2; k++) {
     sqlite3 *db = k ? b : a;
     CHECK(tu_int(db, "SELECT sum(v) FROM acct") == THREADS * TXNS);
@@ -94,7 +100,7 @@ int main(void) {
     }
     CHECK(tu_integrity_ok(db));
   }
-  CHECK(stalls == 0);
+  CHECK(stalls <= MAX_STALLS);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(b), SQLITE_OK);
   tu_rmdir();

@@ -66,7 +66,7 @@ int main(void) {
   waiter wc = { c, 150, 0 }, wd = { d, -1, 0 };
   pthread_t tc, td;
   CHECK(pthread_create(&tc, 0, queued, &wc) == 0);
-  usleep(30000);
+  usleep(100000); /* c queued first even on a loaded emulator (a's hold is 500 ms) */
   CHECK(pthread_create(&td, 0, queued, &wd) == 0);
   usleep(100000);
   /* A lane that does not queue still gets through (its wait is bounded). */
