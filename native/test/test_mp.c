@@ -330,6 +330,9 @@ static uint64_t file_u64(const char *path, const char *suffix, long off) {
   return v;
 }
 
+/* The log's base epoch (docs/format.md: u64 at byte 24), 0 when unreadable. */
+static uint64_t log_base(const char *path) { return file_u64(path, "-mw", 24); }
+
 /* The room end in <path>-mwshm (docs/format.md: bytes 56-63): the end of the log's
 ** zeroed room, raised when a claim of room is over. */
 static uint64_t shm_room_end(const char *path) { return file_u64(path, "-mwshm", 56); }
@@ -539,22 +542,13 @@ static void compact_join(const char *dir) {
   pid_t a = spawn_writer(path, 0, 700, params, 0);
   uint64_t t0 = tu_now_ns();
   /* Some 400 transfers write 5 MB of log: the writer, alone, compacts it and switches to a
-  ** new log whose base epoch (docs/format.md: u64 at byte 24) has moved. Waited for (the
+  ** new log whose base epoch has moved. Waited for while the writer is still alone (the
   ** compactor runs in the background: on a loaded emulator CI once read the log right
-  ** after 400 transfers, before the switch), while the writer is still alone. */
-  char log[400];
-  snprintf(log, sizeof log, "%s-mw", path);
-  uint64_t base = 0;
-  for (;;) {
+  ** after 400 transfers, before the switch). */
+  uint64_t base;
+  while ((base = log_base(path)) <= 100) {
     CHECK(tu_now_ns() - t0 < 60000000000ull);
     CHECK(ack_count(path, 0) < 700); /* still running, so still alone */
-    FILE *fp = fopen(log, "rb");
-    if (fp != 0) {
-      uint64_t b = 0;
-      if (fseek(fp, 24, SEEK_SET) == 0 && fread(&b, 8, 1, fp) == 1) base = b;
-      fclose(fp);
-    }
-    if (base > 100) break;
     sleep_us(5000);
   }
   pid_t b = spawn_writer(path, 1, 200, params, 0), c = spawn_writer(path, 2, 200, params, 0);
@@ -730,9 +724,6 @@ static uint64_t file_size(const char *path, const char *suffix) {
   struct stat st;
   return stat(f, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
-
-/* The log's base epoch (docs/format.md: u64 at byte 24), 0 when unreadable. */
-static uint64_t log_base(const char *path) { return file_u64(path, "-mw", 24); }
 
 static void make_pad(const char *path) {
   make_bank(path);
