@@ -12,7 +12,7 @@ import type { SQLiteError } from "./error.ts";
 import type { Params, RunResult, Statement } from "./statement.ts";
 import { internalsOf } from "./internals.ts";
 import { backoffMs, isBusy } from "./transaction.ts";
-import { RetryTurn } from "./turn.ts";
+import { type Hold, RetryTurn } from "./turn.ts";
 import { type BindParams, type BindValue, misuse, type SQLValue } from "./values.ts";
 
 /** Options of db.transactionAsync(fn, options). */
@@ -79,7 +79,7 @@ export class AsyncPool {
   readonly #all = new Set<Database>();
   readonly #waiting: { resolve: (d: Database) => void; reject: (e: unknown) => void }[] = [];
   readonly #committing = new Set<Database>(); // COMMIT running on an engine thread
-  readonly #turn = new RetryTurn(); // runs that lost their commit run again one at a time
+  readonly #turn = new RetryTurn(); // runs that lost their commit run again in turn
   #sharedBusy = false;
   #closed = false;
 
@@ -152,12 +152,12 @@ export class AsyncPool {
     const max = options.maxAttempts ?? this.#host.maxAttempts;
     if (signal?.aborted) throw abortReason(signal);
     const conn = await this.acquire();
-    let holding = false; // the retry turn (turn.ts)
+    let hold: Hold | null = null; // the retry turn (turn.ts)
     try {
       for (let attempt = 1;; attempt++) {
         if (attempt === 1) await this.#turn.admit();
-        else if (!holding) holding = await this.#turn.take();
-        else this.#turn.closeGate(); // lost while holding the turn
+        else if (hold === null) hold = await this.#turn.take();
+        else hold.lost(); // lost again while holding the turn
         if (this.#closed) throw closedError();
         if (signal?.aborted) throw abortReason(signal);
         const handle = new TxHandle(conn, attempt, signal, () => this.#closed);
@@ -186,7 +186,7 @@ export class AsyncPool {
         }
       }
     } finally {
-      if (holding && !this.#closed) this.#turn.release();
+      hold?.release();
       this.release(conn);
     }
   }

@@ -274,6 +274,35 @@ describe("transactionAsync", () => {
     db.close();
   });
 
+  it("losers that do not conflict with each other run again side by side (the turn's window opens)", async () => {
+    // 16 calls, each on a row of its own page, each made to lose its first commit by another
+    // connection; run again, each awaits 20 ms and commits. A turn of one holder ran them
+    // again one after another (16 x 20 ms); the window lets several run at once.
+    const db = new Database(join(tempDir(), "window.db"));
+    const N = 16;
+    db.exec("CREATE TABLE big(id INTEGER PRIMARY KEY, n INTEGER, pad BLOB)");
+    for (let i = 1; i <= N; i++) db.run("INSERT INTO big VALUES (?, 0, zeroblob(3000))", i); // a page each
+    const other = new Database(db.filename);
+    let running = 0, most = 0, attempts = 0;
+    const bump = db.transactionAsync(async (tx, id: number) => {
+      attempts++;
+      const { n } = tx.query("SELECT n FROM big WHERE id = ?").get(id) as { n: number };
+      if (tx.attempt === 1) other.run("UPDATE big SET n = n + 100 WHERE id = ?", id); // loses
+      else {
+        running++, most = Math.max(most, running);
+        await pause(20);
+        running--;
+      }
+      tx.run("UPDATE big SET n = ? WHERE id = ?", n + 1, id);
+    });
+    await Promise.all(Array.from({ length: N }, (_, i) => bump(i + 1)));
+    expect(db.query("SELECT count(*) AS k FROM big WHERE n = 101").get()!.k).toBe(N);
+    expect(attempts).toBe(2 * N); // every run again committed at once
+    expect(most).toBeGreaterThanOrEqual(3);
+    other.close();
+    db.close();
+  });
+
   it("a holder of the retry turn that awaits another call of its pool delays it, never deadlocks", async () => {
     const db = new Database(join(tempDir(), "nested.db"));
     db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0); CREATE TABLE log(x)");
