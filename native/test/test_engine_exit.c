@@ -66,6 +66,7 @@ static void *reader_thread(void *arg) {
 ** goes into <path>.acked (fixed width, rewritten in place). A commit refused once the
 ** database was closed at exit ends the loop (writer_refused: its code). */
 static int writer_refused;
+static int writer_acked; /* acknowledged commits so far (the child waits for some) */
 static void *writer_thread(void *arg) {
   (void)arg;
   sqlite3 *db = tu_open(child_path, "");
@@ -81,6 +82,7 @@ static void *writer_thread(void *arg) {
     }
     int len = snprintf(buf, sizeof buf, "%20lld\n", n);
     CHECK(pwrite(fd, buf, (size_t)len, 0) == len);
+    __atomic_store_n(&writer_acked, (int)n, __ATOMIC_RELEASE);
     usleep(200); /* as a server's writer between requests: the close at exit finds a gap */
   }
   for (;;) pause();
@@ -119,7 +121,16 @@ static int child(const char *how, const char *path) {
     tu_await_file(path, ".reading");
   } else if (strcmp(how, "writer") == 0) {
     start(writer_thread);
-    usleep(300 * 1000);
+    /* Exits 300 ms on, once the writer has 20 acknowledged commits (waited for, 60 s at
+    ** most): a fixed 300 ms could pass on a loaded emulator before its first one, and
+    ** the parent then found no count in <path>.acked (or, the thread not yet open, no
+    ** commit refused after the close). */
+    uint64_t t0 = tu_now_ns();
+    while (__atomic_load_n(&writer_acked, __ATOMIC_ACQUIRE) < 20 ||
+           tu_now_ns() - t0 < 300000000ull) {
+      CHECK(tu_now_ns() - t0 < 60000000000ull);
+      usleep(1000);
+    }
   }
 #if defined(__linux__)
   if (strcmp(how, "quick") == 0) quick_exit(0);

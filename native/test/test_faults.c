@@ -544,8 +544,9 @@ static void run_child(int cls, int mode, long n, int big) {
     if (txn(c[k], i, k) == SQLITE_OK) rep->acked[i] = 1;
   }
   if (c[0]) live_check(c[c[1] ? 1 : 0], ntx);
-  /* The compactor runs in the background: the run without faults waits for it. */
-  for (int w = 0; c[0] && w < (n == 0 && big ? 200 : 1); w++) {
+  /* The compactor runs in the background: the run without faults waits for it (30 s
+  ** at most, not 2: on a loaded emulator its work, CPU-bound, is many times slower). */
+  for (int w = 0; c[0] && w < (n == 0 && big ? 3000 : 1); w++) {
     int64_t s[MW_STAT_COUNT];
     if (mw_stats(c[0], 0, s, MW_STAT_COUNT) == SQLITE_OK) rep->compactions = (int)s[MW_STAT_COMPACTIONS];
     if (rep->compactions > 0) break;

@@ -2,7 +2,7 @@
 ** their heat queues them after 3) queue for the turn in FIFO order, the turn passes at the end of the holder's transaction,
 ** and a holder that never ends its transaction loses the turn after
 ** MW_TURN_HOLD_MS, so the next in line gets it. */
-#include "test_engine_util.h"
+#include "test_engine_internals.h"
 #include "platform/platform.h"
 #include <pthread.h>
 #include <unistd.h>
@@ -28,6 +28,22 @@ typedef struct waiter {
   int hold_ms;          /* keep the transaction open this long; <0: leave it open */
   uint64_t got_ns;      /* when its snapshot (and so the turn) was granted */
 } waiter;
+
+/* Waits until l is in the turn's queue (turn.c sets turn_queued under db->mu): 30 s at
+** most. Waited for, not slept for: c must queue before d, and a keeps its place at the
+** head only MW_TURN_HOLD_MS once another lane queues, so the time to here counts
+** against a's hold (two fixed 100 ms sleeps and a loaded emulator could pass it). */
+static void await_queued(mw_lane *l) {
+  uint64_t t0 = mw_now_ns();
+  for (;;) {
+    mw_mutex_lock(&l->db->mu);
+    int q = l->turn_queued;
+    mw_mutex_unlock(&l->db->mu);
+    if (q) return;
+    CHECK(mw_now_ns() - t0 < 30000000000ull);
+    usleep(200);
+  }
+}
 
 static void *queued(void *arg) {
   waiter *w = arg;
@@ -62,13 +78,14 @@ int main(void) {
   (void)tu_int(a, "SELECT count(*) FROM t");
   CHECK(tu_stat(a, MW_STAT_TURNS) == ta0 + 1);
 
-  /* c then d queue behind it. */
+  /* c then d queue behind it (their lanes taken here: the threads use c and d). */
+  mw_lane *lc = tu_lane_of(c), *ld = tu_lane_of(d);
   waiter wc = { c, 150, 0 }, wd = { d, -1, 0 };
   pthread_t tc, td;
   CHECK(pthread_create(&tc, 0, queued, &wc) == 0);
-  usleep(100000); /* c queued first even on a loaded emulator (a's hold is 500 ms) */
+  await_queued(lc); /* c queued first */
   CHECK(pthread_create(&td, 0, queued, &wd) == 0);
-  usleep(100000);
+  await_queued(ld);
   /* A lane that does not queue still gets through (its wait is bounded). */
   uint64_t t0 = mw_now_ns();
   tu_exec(b, "UPDATE t SET v=v+1 WHERE k=2");

@@ -3,6 +3,7 @@
 ** acknowledged record is in the file and a sync began after it was submitted; recovery
 ** returns every record in epoch order; synchronous=OFF writes without syncing. */
 #include "test_log_util.h"
+#include "durability/log_private.h" /* stop_growth */
 
 #include <pthread.h>
 
@@ -28,7 +29,9 @@ static _Thread_local int is_committer;
 static int writes_main, syncs_main, prealloc_main; /* ... on the committing thread */
 static int zeroing_main, zero_writes_main; /* its growth's zeros: from the prealloc to the sync */
 static int in_commit, prealloc_in_commit;
-static int hold_prealloc, in_prealloc; /* hold: a growth waits (5 s at most) for release */
+/* hold: a growth waits (30 s at most) for release, while the main thread commits 5 times
+** (5 s was the bound: a loaded disk's syncs can take a second each) */
+static int hold_prealloc, in_prealloc;
 static int slow_sync_us;   /* the hook sleeps this long inside each data sync */
 static int in_sync;        /* a data sync is in progress (set around the sleep) */
 static int overlapped;     /* committers' writes that started while a sync was in progress */
@@ -97,7 +100,7 @@ static int count_hook(int op, mw_fd fd) {
   if (op == MW_OP_PREALLOC && on_main && in_commit) prealloc_in_commit++; /* main's flag */
   if (op == MW_OP_PREALLOC && __atomic_load_n(&hold_prealloc, __ATOMIC_SEQ_CST)) {
     __atomic_store_n(&in_prealloc, 1, __ATOMIC_SEQ_CST);
-    for (int i = 0; i < 5000 && __atomic_load_n(&hold_prealloc, __ATOMIC_SEQ_CST); i++) mw_sleep_us(1000);
+    for (int i = 0; i < 30000 && __atomic_load_n(&hold_prealloc, __ATOMIC_SEQ_CST); i++) mw_sleep_us(1000);
     __atomic_store_n(&in_prealloc, 0, __ATOMIC_SEQ_CST);
   }
   return 0;
@@ -155,10 +158,19 @@ static void check_recovered(uint64_t want_last, int sync_mode) {
 ** And the first commit of the empty log zeroes a quarter step on its own path (16
 ** chunks of 64 KiB, then its record), not a whole step (64 chunks). */
 static int grower_writes, first_commit_writes;
+/* The log being closed (set just before its close), and the grower's writes that began
+** once the close had set stop_growth: counted from the flag, not from a count read just
+** before the close (a closing thread descheduled there on a loaded machine lets the
+** grower start a chunk or two, 20 ms each, before its stop). */
+static mw_log *closing_log;
+static int writes_after_stop;
 static int slow_grower_hook(int op, mw_fd fd) {
   (void)fd;
   if (op == MW_OP_WRITE && pthread_equal(pthread_self(), main_thread)) first_commit_writes++;
   if (op == MW_OP_WRITE && !pthread_equal(pthread_self(), main_thread)) {
+    mw_log *l = __atomic_load_n(&closing_log, __ATOMIC_SEQ_CST);
+    if (l && __atomic_load_n(&l->stop_growth, __ATOMIC_ACQUIRE))
+      __atomic_add_fetch(&writes_after_stop, 1, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&grower_writes, 1, __ATOMIC_SEQ_CST);
     mw_sleep_us(20000);
   }
@@ -183,11 +195,19 @@ static void check_close_stops_grower(void) {
   for (int w = 0; w < 10000 && LD(grower_writes) < 2; w++) mw_sleep_us(500);
   int at_close = LD(grower_writes);
   CHECK(at_close >= 2); /* the grower is at work */
-  CHECK_RC(mw_log_close(log, 0), SQLITE_OK);
-  int after = LD(grower_writes) - at_close;
+  __atomic_store_n(&writes_after_stop, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&closing_log, log, __ATOMIC_SEQ_CST);
+  CHECK_RC(mw_log_close(log, 0), SQLITE_OK); /* the grower is joined: no hook call after */
+  __atomic_store_n(&closing_log, (mw_log *)0, __ATOMIC_SEQ_CST);
+  int after = LD(grower_writes) - at_close, after_stop = LD(writes_after_stop);
   tl_set_hook(0);
-  printf("a close during the grower's room: %d chunk(s) of zeros written after it began\n", after);
-  CHECK(after <= 1);
+  printf("a close during the grower's room: %d chunk(s) of zeros written after it began, %d "
+         "after its stop\n", after, after_stop);
+  /* At most the chunk whose check of the stop raced the close's store. */
+  CHECK(after_stop <= 1);
+  /* The close stopped the grower at once: the rest of its room is over 100 chunks, and
+  ** 32 would take a closing thread descheduled 640 ms. */
+  CHECK(after < 32);
   check_recovered(epoch - 1, 1);
 }
 
@@ -290,8 +310,9 @@ int main(void) {
     CHECK(i < 100);
     CHECK_RC(tl_commit(log, PS, &epoch, MAXP, 0, 0), SQLITE_OK);
     if (tl_file_size_of_log(log) - mw_log_size(log) < 2 * STEP) {
-      /* the reservation that left less than two steps woke the grower */
-      for (int k = 0; k < 5000 && !__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST); k++) mw_sleep_us(1000);
+      /* the reservation that left less than two steps woke the grower (a background
+      ** worker: 30 s for it to get a core) */
+      for (int k = 0; k < 30000 && !__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST); k++) mw_sleep_us(1000);
       CHECK(__atomic_load_n(&in_prealloc, __ATOMIC_SEQ_CST));
     }
   }

@@ -15,6 +15,7 @@
 #include "test_spawn_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -31,6 +32,23 @@ static double scale(void) {
 typedef struct result {
   long long commits, refusals, turns, early, slowest_us;
 } result;
+
+/* A writer aborted at a crash point (MW_CRASH_AT) leaves the time of its death
+** (CLOCK_MONOTONIC, ns: the same clock in every process) in <path>.died: `dead` checks
+** the survivors' commits around that moment. */
+static char died_file[420];
+static void on_abort(int sig) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  int fd = open(died_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    if (write(fd, &t, sizeof t) != (ssize_t)sizeof t) { /* the check then fails */ }
+    close(fd);
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
 
 /* argv: writer <path> <id> <n>. Once open, says so (<path>.ready<id>) and waits for
 ** <path>.go, so that the writers start together: under emulation a process takes long
@@ -51,12 +69,26 @@ static int writer_main(char **argv) {
   snprintf(f, sizeof f, "%s.ack%d", path, id);
   int fd = open(f, O_WRONLY | O_CREAT | O_APPEND, 0644);
   CHECK(fd >= 0);
+  if (getenv("MW_CRASH_AT")) {
+    snprintf(died_file, sizeof died_file, "%s.died", path);
+    signal(SIGABRT, on_abort);
+  }
+  /* Tries of 100 ms or more, "<start> <end>" in ns, in <path>.slow<id>. */
+  char slow_file[400];
+  snprintf(slow_file, sizeof slow_file, "%s.slow%d", path, id);
   result r = { 0 };
   for (long k = 0; k < n;) {
     uint64_t t0 = tu_now_ns();
     int rc = sqlite3_exec(db, "BEGIN; UPDATE ct SET a = a + 1 WHERE id = 1; COMMIT;", 0, 0, 0);
+    uint64_t t1 = tu_now_ns();
+    if (t1 - t0 >= 100000000ull) {
+      FILE *sf = fopen(slow_file, "a");
+      CHECK(sf != 0);
+      fprintf(sf, "%llu %llu\n", (unsigned long long)t0, (unsigned long long)t1);
+      CHECK(fclose(sf) == 0);
+    }
     if (rc == SQLITE_OK) {
-      uint64_t us = (tu_now_ns() - t0) / 1000;
+      uint64_t us = (t1 - t0) / 1000;
       if ((long long)us > r.slowest_us) r.slowest_us = (long long)us;
       char one = 1;
       CHECK(write(fd, &one, 1) == 1);
@@ -186,6 +218,13 @@ static void dead(const char *dir) {
   for (int i = 0; i < W; i++) pids[i] = spawn_writer(path, i, n, "MW_CRASH_AT", i == 0 ? "mp_turn_taken:5" : 0);
   start_together(path, pids, W);
   CHECK(tu_wait_status(pids[0]) != 0); /* aborted holding the turn */
+  char f[400];
+  snprintf(f, sizeof f, "%s.died", path);
+  int dfd = open(f, O_RDONLY);
+  CHECK(dfd >= 0);
+  uint64_t died = 0;
+  CHECK(read(dfd, &died, sizeof died) == (ssize_t)sizeof died && died != 0);
+  close(dfd);
   long long slowest = 0;
   for (int i = 1; i < W; i++) {
     CHECK(tu_wait_status(pids[i]) == 0);
@@ -193,14 +232,32 @@ static void dead(const char *dir) {
     CHECK(r.commits == n);
     if (r.slowest_us > slowest) slowest = r.slowest_us;
   }
+  /* The survivors' tries begun before the death or within 100 ms of it: how long past
+  ** the death the last of them ended (those under 100 ms are not listed, and ended
+  ** within 100 ms of it). */
+  const uint64_t bound = (uint64_t)MW_TURN_HOLD_MS * 1000000u * 8 / 10;
+  uint64_t latest = 0;
+  for (int i = 1; i < W; i++) {
+    snprintf(f, sizeof f, "%s.slow%d", path, i);
+    FILE *fp = fopen(f, "r");
+    unsigned long long t0, t1;
+    while (fp && fscanf(fp, "%llu %llu", &t0, &t1) == 2)
+      if (t0 < died + 100000000ull && t1 > died && t1 - died > latest) latest = t1 - died;
+    if (fp) fclose(fp);
+  }
   long total = check_row(path, W);
   printf("%s: dead: the turn's owner died holding it; %ld commits acknowledged, all there; "
-         "the survivors' slowest commit took %.1f ms\n", prog, total, (double)slowest / 1000.0);
+         "the survivors' slowest commit took %.1f ms, those in flight at the death ended "
+         "within %.1f ms of it\n", prog, total, (double)slowest / 1000.0, (double)latest / 1e6);
   /* Passed over as dead after TURN_POLL_MS (mp.c), not after MW_TURN_HOLD_MS (a few
-  ** ms against 500; under the sanitizers some 10 to 60). Not checked under emulation,
-  ** where only the outcome counts. */
+  ** ms against 500; under the sanitizers some 10 to 60): the tries in flight at the
+  ** death (or begun just after it) end well within MW_TURN_HOLD_MS of it. Only those:
+  ** the slowest of all the survivors' commits, checked before, could fail on a loaded
+  ** machine whenever a sync or a descheduled holder took 400 ms anywhere in the run
+  ** (hundreds of commits, each with a sync). Not checked under emulation, where only
+  ** the outcome counts. */
   const char *emu = getenv("MW_TEST_EMULATOR");
-  if (!(emu && *emu)) CHECK(slowest < (long long)MW_TURN_HOLD_MS * 1000 * 8 / 10);
+  if (!(emu && *emu)) CHECK(latest < bound);
 }
 
 int main(int argc, char **argv) {
