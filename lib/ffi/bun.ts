@@ -25,8 +25,40 @@ interface BunFfi {
   ) => { ptr: number | null; close(): void };
 }
 
-// execAsync in Bun, which has no nonblocking FFI calls: mw_exec_async runs the statement on
-// an engine thread, which calls one thread-safe callback (Bun queues the call to this
+// execAsync in a Bun Worker: mw_exec_async_start runs the statement on an engine thread and
+// this loop polls its record every millisecond while any is in flight. No callback: one
+// called into a Worker terminated meanwhile crashes Bun (1.4.5: "Illegal instruction",
+// test/async-worker.test.ts), and a Worker runs no JavaScript at termination that could
+// tell the engine. A record left by a terminated Worker stays allocated (8 bytes).
+function polledExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
+  const pending = new Map<Ptr, (rc: number) => void>();
+  let timer: ReturnType<typeof setInterval> | null = null;
+  const poll = () => {
+    for (const [rec, resolve] of pending) {
+      const rc = sym.mw_exec_async_result(rec);
+      if (rc === -1) continue; // still running
+      pending.delete(rec);
+      resolve(rc);
+    }
+    if (pending.size === 0 && timer !== null) {
+      clearInterval(timer);
+      timer = null;
+    }
+  };
+  return (db, sql) => {
+    const text = new TextEncoder().encode(sql + "\0");
+    const rec = sym.mw_exec_async_start(db, text);
+    // No engine thread (or no memory for the job): run it here.
+    if (!rec) return Promise.resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
+    return new Promise<number>((resolve) => {
+      pending.set(rec, resolve);
+      timer ??= setInterval(poll, 1);
+    });
+  };
+}
+
+// execAsync in Bun's main thread (Bun has no nonblocking FFI calls): mw_exec_async runs the
+// statement on an engine thread, which calls one thread-safe callback (Bun queues the call to this
 // thread's event loop). The callback lives as long as the library: a statement in flight
 // may call it at any time. While any is in flight a timer keeps the event loop alive (a
 // thread-safe callback alone does not).
@@ -64,6 +96,10 @@ function asyncExec(ffi: BunFfi, sym: Symbols): (db: Ptr, sql: string) => Promise
       }
     });
   };
+}
+
+function isMainThread(): boolean {
+  return (globalThis as { Bun?: { isMainThread?: boolean } }).Bun?.isMainThread !== false;
 }
 
 // i64 results come back as numbers when they fit in a double exactly, else as BigInt;
@@ -141,6 +177,8 @@ export function loadBun(path: string): Ffi {
       });
       return { ptr: (cb.ptr ?? 0) as unknown as Ptr, close: () => cb.close() };
     },
-    execAsync: asyncExec(ffi, lib.symbols as unknown as Symbols),
+    execAsync: isMainThread()
+      ? asyncExec(ffi, lib.symbols as unknown as Symbols)
+      : polledExec(lib.symbols as unknown as Symbols),
   };
 }

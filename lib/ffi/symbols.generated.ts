@@ -100,6 +100,8 @@ export const functions = {
   mw_rebase_rows_declare: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
   mw_exec_tracked: { args: ["ptr", "buffer"], returns: "i32" },
   mw_exec_async: { args: ["ptr", "buffer", "i64", "ptr"], returns: "i32" },
+  mw_exec_async_start: { args: ["ptr", "buffer"], returns: "ptr" },
+  mw_exec_async_result: { args: ["ptr"], returns: "i32" },
   mw_exec_wait: { args: ["ptr"], returns: "void" },
   mw_plain_output: { args: ["i32"], returns: "i32" },
 } as const;

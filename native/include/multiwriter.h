@@ -154,10 +154,15 @@ MW_API int mw_db_config(struct sqlite3 *db, int op, int value, int *out);
 **  - mw_exec_async: the same on one of the engine's threads, then done(id, rc) on that
 **    thread. Returns SQLITE_OK when queued (done will be called), else an error code
 **    (done will not be called: run the statement some other way).
+**  - mw_exec_async_start: the same without a callback; returns a record to poll, or NULL
+**    (no thread or no memory: run it yourself). mw_exec_async_result(rec) returns -1
+**    while it runs, then its result code, and frees rec (call it until it does).
 **  - mw_exec_wait: returns once no statement of db runs or waits here. */
 MW_API int mw_exec_tracked(struct sqlite3 *db, const char *sql);
 MW_API int mw_exec_async(struct sqlite3 *db, const char *sql, int64_t id,
                          void (*done)(int64_t id, int32_t rc));
+MW_API void *mw_exec_async_start(struct sqlite3 *db, const char *sql);
+MW_API int mw_exec_async_result(void *rec);
 MW_API void mw_exec_wait(struct sqlite3 *db);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 **  - a lost commit reports SQLITE_BUSY_SNAPSHOT through the callback, and the
 **    connection is usable after ROLLBACK;
 **  - mw_exec_wait returns only once a queued statement ran (then sqlite3_close is safe);
+**    mw_exec_async_start's record polls -1 until the statement ended, then its code;
 **    mw_exec_tracked runs on the calling thread; bad arguments are SQLITE_MISUSE. */
 #include "test_engine_util.h"
 
@@ -130,11 +131,30 @@ static void attached_and_lost(const char *dir) {
   CHECK_RC(mw_exec_tracked(0, "SELECT 1"), SQLITE_MISUSE);
   CHECK_RC(mw_exec_async(c, 0, 0, done), SQLITE_MISUSE);
   mw_exec_wait(0); /* nothing to wait for */
+
+  /* Polled (mw_exec_async_start): -1 while it runs, then the code, once (rec freed). A
+  ** lost commit polls as SQLITE_BUSY; the winner's as SQLITE_OK. */
+  tu_exec(c, "BEGIN; UPDATE acct SET n = n + 1");
+  tu_exec(a, "BEGIN; UPDATE main.acct SET n = n + 1");
+  void *rc1 = mw_exec_async_start(c, "COMMIT");
+  CHECK(rc1 != 0);
+  int r1, polls = 0;
+  while ((r1 = mw_exec_async_result(rc1)) == -1) polls++, usleep(100);
+  CHECK_RC(r1, SQLITE_OK);
+  void *rc2 = mw_exec_async_start(a, "COMMIT");
+  CHECK(rc2 != 0);
+  int r2;
+  while ((r2 = mw_exec_async_result(rc2)) == -1) usleep(100);
+  CHECK_RC(r2, SQLITE_BUSY);
+  if (!sqlite3_get_autocommit(a)) tu_exec(a, "ROLLBACK");
+  CHECK(tu_int(a, "SELECT n FROM main.acct") == 98);
+  CHECK(mw_exec_async_start(0, "COMMIT") == 0 && mw_exec_async_start(c, 0) == 0);
+  CHECK_RC(mw_exec_async_result(0), SQLITE_MISUSE);
   CHECK_RC(sqlite3_close(a), SQLITE_OK);
   CHECK_RC(sqlite3_close(o), SQLITE_OK);
   CHECK_RC(sqlite3_close(c), SQLITE_OK);
   printf("test_engine_async: attached transaction committed on another thread: both halves or "
-         "neither; a lost commit reported; mw_exec_wait\n");
+         "neither; a lost commit reported; mw_exec_wait; polled (%d polls)\n", polls);
 }
 
 int main(void) {

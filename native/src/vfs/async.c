@@ -10,6 +10,12 @@
 **  - mw_exec_async(db, sql, id, done): the same on one of this file's threads, then
 **    done(id, rc) there. Bun calls it with a thread-safe callback (Bun has no
 **    nonblocking FFI calls).
+**  - mw_exec_async_start(db, sql) / mw_exec_async_result(rec): the same without a
+**    callback: the caller polls. For a Bun Worker, which may be terminated with commits in
+**    flight: a thread-safe callback into its loop once it is gone crashes Bun (1.4.5), and
+**    nothing runs in the Worker to say so (no JavaScript at termination; the thread's TLS
+**    destructors come after its VM is gone). A record nobody collects (its Worker was
+**    terminated) stays allocated: 8 bytes for each statement in flight then.
 **  - mw_exec_wait(db): blocks until no statement of db runs here: sqlite3_close must
 **    wait for it (the binding's close() calls it first).
 ** The caller must not use db while a statement of it runs here (the binding's pooled
@@ -37,12 +43,19 @@
 
 typedef void (*mw_async_done)(int64_t id, int32_t rc);
 
+/* What a polled statement leaves: state turns 1 (atomically, after rc) once it ended. */
+typedef struct mw_async_rec {
+  int32_t state;
+  int32_t rc;
+} mw_async_rec;
+
 typedef struct job {
   struct job *next;
   sqlite3 *db;
   char *sql;
   int64_t id;
-  mw_async_done done;
+  mw_async_done done;          /* called with (id, rc), or 0 */
+  mw_async_rec *rec;           /* or written, for mw_exec_async_result */
 } job;
 
 typedef struct busy {
@@ -161,14 +174,18 @@ static void *worker(void *unused) {
     mark_drop(j->db);
     mw_mutex_unlock(&mu);
     if (j->done) j->done(j->id, rc);
+    if (j->rec) {
+      j->rec->rc = rc;
+      __atomic_store_n(&j->rec->state, 1, __ATOMIC_RELEASE);
+    }
     free(j->sql);
     free(j);
     mw_mutex_lock(&mu);
   }
 }
 
-MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done done) {
-  if (db == 0 || sql == 0) return SQLITE_MISUSE;
+/* Queues sql for a thread; on SQLITE_OK the job is theirs (and rec with it). */
+static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, mw_async_rec *rec) {
   job *j = calloc(1, sizeof *j);
   size_t n = strlen(sql) + 1;
   char *copy = malloc(n);
@@ -182,6 +199,7 @@ MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done
   j->sql = copy;
   j->id = id;
   j->done = done;
+  j->rec = rec;
   mw_mutex_lock(&mu);
   once();
   int rc = mark_add(db);
@@ -212,5 +230,30 @@ MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done
     free(copy);
     free(j);
   }
+  return rc;
+}
+
+MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done done) {
+  if (db == 0 || sql == 0) return SQLITE_MISUSE;
+  return submit(db, sql, id, done, 0);
+}
+
+MW_API void *mw_exec_async_start(sqlite3 *db, const char *sql) {
+  if (db == 0 || sql == 0) return 0;
+  mw_async_rec *rec = calloc(1, sizeof *rec);
+  if (rec == 0) return 0;
+  if (submit(db, sql, 0, 0, rec) != SQLITE_OK) {
+    free(rec);
+    return 0;
+  }
+  return rec;
+}
+
+MW_API int mw_exec_async_result(void *p) {
+  mw_async_rec *rec = p;
+  if (rec == 0) return SQLITE_MISUSE;
+  if (__atomic_load_n(&rec->state, __ATOMIC_ACQUIRE) == 0) return -1;
+  int rc = rec->rc;
+  free(rec);
   return rc;
 }
