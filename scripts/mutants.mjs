@@ -469,6 +469,22 @@ export const MUTANTS = [
     why: "commits of one event loop running on several threads at once are grouped as one transaction: unrelated commits are refused together",
   },
   {
+    id: "async-wake-never-sent",
+    file: "vfs/async.c",
+    find: "      if (j->wake >= 0) mw_wake_send(j->wake);\n",
+    replace: "",
+    tests: ["test_engine_async"],
+    why: "a polled statement that ended never wakes its caller's loop (Bun's transactionAsync waits forever)",
+  },
+  {
+    id: "async-result-before-end",
+    file: "vfs/async.c",
+    find: "  if (__atomic_load_n(&rec->state, __ATOMIC_ACQUIRE) == 0) return -1;\n",
+    replace: "",
+    tests: ["test_engine_async"],
+    why: "a polled statement reports a result before it ended (and its record is freed under the engine thread)",
+  },
+  {
     id: "lane-declaration-gone-before-phase-two",
     file: "vfs/lane.c",
     find: "      __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);\n    }",

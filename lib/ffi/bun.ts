@@ -21,85 +21,83 @@ interface BunFfi {
   CString: new (p: number, offset?: number, length?: number) => { toString(): string };
   JSCallback: new (
     fn: (...args: never[]) => unknown,
-    def: { args: string[]; returns: string; threadsafe?: boolean },
+    def: { args: string[]; returns: string },
   ) => { ptr: number | null; close(): void };
 }
 
-// execAsync in a Bun Worker: mw_exec_async_start runs the statement on an engine thread and
-// this loop polls its record every millisecond while any is in flight. No callback: one
-// called into a Worker terminated meanwhile crashes Bun (1.4.5: "Illegal instruction",
+// execAsync in Bun, which has no nonblocking FFI calls: mw_exec_async_start runs the
+// statement on an engine thread, which then writes a byte to a socket pair
+// (mw_wake_pair_new) that this loop reads while any statement is in flight; each wake
+// collects the records that ended. Not a thread-safe callback into the loop: one called into
+// a Worker terminated meanwhile crashes Bun (1.4.5: SIGSEGV or SIGILL,
 // test/async-worker.test.ts), and a Worker runs no JavaScript at termination that could
-// tell the engine. A record left by a terminated Worker stays allocated (8 bytes).
-function polledExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
+// tell the engine; a byte to a socket nobody reads is harmless (and the loop's lag was lower:
+// docs/async.md). The pair is made at the first async statement and never closed (an engine
+// thread may be about to write to it when a Worker ends): 2 descriptors per thread that
+// used it. A record left by a terminated Worker stays allocated (8 bytes). Without a pair
+// (Windows) the loop polls every millisecond while any statement is in flight.
+const IDLE_MS = 100;
+function wokenExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
   const pending = new Map<Ptr, (rc: number) => void>();
+  let pair: Int32Array | null | undefined; // undefined: not made yet; null: none here
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
   let timer: ReturnType<typeof setInterval> | null = null;
-  const poll = () => {
+  let idle: ReturnType<typeof setTimeout> | null = null;
+  const collect = () => {
     for (const [rec, resolve] of pending) {
       const rc = sym.mw_exec_async_result(rec);
       if (rc === -1) continue; // still running
       pending.delete(rec);
       resolve(rc);
     }
-    if (pending.size === 0 && timer !== null) {
-      clearInterval(timer);
-      timer = null;
-    }
+    if (pending.size > 0) return;
+    if (timer !== null) clearInterval(timer), timer = null;
+    // Nothing in flight for IDLE_MS: stop listening, so that the Worker may end (a reader
+    // made again for every commit cost a server Worker a third more CPU per request).
+    idle ??= setTimeout(() => {
+      idle = null;
+      if (pending.size === 0 && reader !== null) void reader.cancel().catch(() => {}), reader = null;
+    }, IDLE_MS);
+  };
+  const listen = (fd: number) => {
+    const r = reader = bunGlobal().file(fd).stream().getReader();
+    void (async () => {
+      try {
+        while (reader === r) {
+          const { done } = await r.read();
+          if (done) break;
+          collect();
+        }
+      } catch { /* cancelled */ }
+      // The stream ended under a reader still needed (never seen): poll instead.
+      if (reader === r && pending.size > 0) reader = null, timer ??= setInterval(collect, 1);
+    })();
   };
   return (db, sql) => {
+    if (pair === undefined) {
+      const fds = new Int32Array(2);
+      pair = sym.mw_wake_pair_new(fds) === 0 ? fds : null;
+    }
+    const wake = pair;
     const text = new TextEncoder().encode(sql + "\0");
-    const rec = sym.mw_exec_async_start(db, text);
+    const rec = sym.mw_exec_async_start(db, text, wake === null ? -1 : wake[1]);
     // No engine thread (or no memory for the job): run it here.
     if (!rec) return Promise.resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
     return new Promise<number>((resolve) => {
       pending.set(rec, resolve);
-      timer ??= setInterval(poll, 1);
+      if (idle !== null) clearTimeout(idle), idle = null;
+      if (wake === null) timer ??= setInterval(collect, 1);
+      else if (reader === null && timer === null) listen(wake[0]);
     });
   };
 }
 
-// execAsync in Bun's main thread (Bun has no nonblocking FFI calls): mw_exec_async runs the
-// statement on an engine thread, which calls one thread-safe callback (Bun queues the call to this
-// thread's event loop). The callback lives as long as the library: a statement in flight
-// may call it at any time. While any is in flight a timer keeps the event loop alive (a
-// thread-safe callback alone does not).
-function asyncExec(ffi: BunFfi, sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
-  const pending = new Map<number, (rc: number) => void>();
-  let next = 1;
-  let keepAlive: ReturnType<typeof setInterval> | null = null;
-  let done: { ptr: number | null } | null = null;
-  // The statement's promise, taken out of the pending ones (the timer goes with the last).
-  const settle = (id: number): ((rc: number) => void) | undefined => {
-    const resolve = pending.get(id);
-    pending.delete(id);
-    if (pending.size === 0 && keepAlive !== null) {
-      clearInterval(keepAlive);
-      keepAlive = null;
-    }
-    return resolve;
-  };
-  return (db, sql) => {
-    done ??= new ffi.JSCallback((id: number, rc: number) => settle(Number(id))?.(rc), {
-      args: ["i64", "i32"],
-      returns: "void",
-      threadsafe: true,
-    });
-    const id = next++;
-    const text = new TextEncoder().encode(sql + "\0");
-    return new Promise<number>((resolve) => {
-      pending.set(id, resolve);
-      keepAlive ??= setInterval(() => {}, 1 << 30);
-      const rc = sym.mw_exec_async(db, text, id, (done!.ptr ?? 0) as unknown as Ptr);
-      if (rc !== 0) {
-        // No engine thread (or no memory for the job): run it here.
-        settle(id);
-        resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
-      }
-    });
-  };
+// The few parts of the Bun global used here.
+interface BunGlobal {
+  file(fd: number): { stream(): ReadableStream<Uint8Array> };
 }
-
-function isMainThread(): boolean {
-  return (globalThis as { Bun?: { isMainThread?: boolean } }).Bun?.isMainThread !== false;
+function bunGlobal(): BunGlobal {
+  return (globalThis as unknown as { Bun: BunGlobal }).Bun;
 }
 
 // i64 results come back as numbers when they fit in a double exactly, else as BigInt;
@@ -177,8 +175,6 @@ export function loadBun(path: string): Ffi {
       });
       return { ptr: (cb.ptr ?? 0) as unknown as Ptr, close: () => cb.close() };
     },
-    execAsync: isMainThread()
-      ? asyncExec(ffi, lib.symbols as unknown as Symbols)
-      : polledExec(lib.symbols as unknown as Symbols),
+    execAsync: wokenExec(lib.symbols as unknown as Symbols),
   };
 }

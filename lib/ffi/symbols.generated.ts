@@ -99,8 +99,8 @@ export const functions = {
   mw_db_config: { args: ["ptr", "i32", "i32", "buffer"], returns: "i32" },
   mw_rebase_rows_declare: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
   mw_exec_tracked: { args: ["ptr", "buffer"], returns: "i32" },
-  mw_exec_async: { args: ["ptr", "buffer", "i64", "ptr"], returns: "i32" },
-  mw_exec_async_start: { args: ["ptr", "buffer"], returns: "ptr" },
+  mw_exec_async_start: { args: ["ptr", "buffer", "i32"], returns: "ptr" },
+  mw_wake_pair_new: { args: ["buffer"], returns: "i32" },
   mw_exec_async_result: { args: ["ptr"], returns: "i32" },
   mw_exec_wait: { args: ["ptr"], returns: "void" },
   mw_plain_output: { args: ["i32"], returns: "i32" },
@@ -110,5 +110,4 @@ export const callbacks = {
   scalar: { args: ["ptr", "i32", "ptr"], returns: "void" },
   final: { args: ["ptr"], returns: "void" },
   progress: { args: ["ptr"], returns: "i32" },
-  execDone: { args: ["i64", "i32"], returns: "void" },
 } as const;

@@ -72,6 +72,13 @@ int mw_thread_start(mw_thread *t, void *(*fn)(void *), void *arg);
 void mw_thread_join(mw_thread t);
 /* Lets a started thread run on its own: nobody joins it (it ends by itself). */
 void mw_thread_detach(mw_thread t);
+/* A connected pair of local stream sockets, both close-on-exec, fds[1] nonblocking: a thread
+** wakes a reader of fds[0] with mw_wake_send(fds[1]). 0, or -1 where there is none
+** (Windows: the caller polls instead). */
+int mw_wake_pair(int fds[2]);
+/* Writes one byte to a wake pair's fds[1]: never blocks (a full buffer already has bytes
+** for its reader), never raises SIGPIPE (its reader gone). */
+void mw_wake_send(int fd);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t mw_now_ns(void);

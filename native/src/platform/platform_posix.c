@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -57,6 +58,35 @@ int mw_thread_start(mw_thread *t, void *(*fn)(void *), void *arg) {
 void mw_thread_join(mw_thread t) { pthread_join(t, 0); }
 
 void mw_thread_detach(mw_thread t) { pthread_detach(t); }
+
+int mw_wake_pair(int fds[2]) {
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return -1;
+  int ok = 1;
+  for (int i = 0; i < 2; i++) ok &= fcntl(fds[i], F_SETFD, FD_CLOEXEC) == 0;
+  int fl = fcntl(fds[1], F_GETFL);
+  ok &= fl != -1 && fcntl(fds[1], F_SETFL, fl | O_NONBLOCK) == 0;
+#if defined(SO_NOSIGPIPE)
+  int one = 1; /* macOS, iOS: no MSG_NOSIGNAL */
+  ok &= setsockopt(fds[1], SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) == 0;
+#endif
+  if (!ok) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  return 0;
+}
+
+void mw_wake_send(int fd) {
+#if defined(MSG_NOSIGNAL)
+  const int flags = MSG_NOSIGNAL;
+#else
+  const int flags = 0;
+#endif
+  char one = 1;
+  /* EAGAIN: the reader has bytes to read already; EPIPE: it is gone. Nothing to do. */
+  (void)send(fd, &one, 1, flags);
+}
 
 uint64_t mw_now_ns(void) {
   struct timespec ts;

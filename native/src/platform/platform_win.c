@@ -87,6 +87,13 @@ void mw_thread_join(mw_thread t) {
 
 void mw_thread_detach(mw_thread t) { CloseHandle(t); }
 
+int mw_wake_pair(int fds[2]) {
+  (void)fds;
+  return -1;
+}
+
+void mw_wake_send(int fd) { (void)fd; }
+
 uint64_t mw_process_id(void) { return (uint64_t)GetCurrentProcessId(); }
 
 void mw_at_fork_child(void (*fn)(void)) { (void)fn; }

@@ -8,14 +8,17 @@
 **  - mw_exec_tracked(db, sql): sqlite3_exec on the calling thread, with db marked busy
 **    meanwhile. Deno calls it as a nonblocking FFI call (its own thread pool).
 **  - mw_exec_async(db, sql, id, done): the same on one of this file's threads, then
-**    done(id, rc) there. Bun calls it with a thread-safe callback (Bun has no
-**    nonblocking FFI calls).
-**  - mw_exec_async_start(db, sql) / mw_exec_async_result(rec): the same without a
-**    callback: the caller polls. For a Bun Worker, which may be terminated with commits in
-**    flight: a thread-safe callback into its loop once it is gone crashes Bun (1.4.5), and
-**    nothing runs in the Worker to say so (no JavaScript at termination; the thread's TLS
-**    destructors come after its VM is gone). A record nobody collects (its Worker was
-**    terminated) stays allocated: 8 bytes for each statement in flight then.
+**    done(id, rc) there (for C callers with a thread-safe way back).
+**  - mw_exec_async_start(db, sql, wake_fd) / mw_exec_async_result(rec): the same without
+**    a callback: once the statement ended, a byte goes to wake_fd (mw_wake_pair_new's
+**    fds[1], which the caller's loop reads from fds[0]) and the caller collects the
+**    result. Bun uses it (it has no nonblocking FFI calls): a thread-safe callback into a
+**    Worker terminated with commits in flight crashes Bun (1.4.5), and nothing runs in
+**    the Worker to say so (no JavaScript at termination; the thread's TLS destructors
+**    come after its VM is gone); a byte to a socket nobody reads is harmless. A record
+**    nobody collects (its Worker was terminated) stays allocated: 8 bytes for each
+**    statement in flight then. The engine never closes a pair (a thread may still be
+**    about to write to it); the binding keeps one per thread that used it.
 **  - mw_exec_wait(db): blocks until no statement of db runs here: sqlite3_close must
 **    wait for it (the binding's close() calls it first).
 ** The caller must not use db while a statement of it runs here (the binding's pooled
@@ -56,6 +59,7 @@ typedef struct job {
   int64_t id;
   mw_async_done done;          /* called with (id, rc), or 0 */
   mw_async_rec *rec;           /* or written, for mw_exec_async_result */
+  int wake;                    /* then a byte to this wake pair's fds[1], or -1 */
 } job;
 
 typedef struct busy {
@@ -177,6 +181,8 @@ static void *worker(void *unused) {
     if (j->rec) {
       j->rec->rc = rc;
       __atomic_store_n(&j->rec->state, 1, __ATOMIC_RELEASE);
+      /* After the state: a reader woken finds the record ended. */
+      if (j->wake >= 0) mw_wake_send(j->wake);
     }
     free(j->sql);
     free(j);
@@ -185,7 +191,8 @@ static void *worker(void *unused) {
 }
 
 /* Queues sql for a thread; on SQLITE_OK the job is theirs (and rec with it). */
-static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, mw_async_rec *rec) {
+static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, mw_async_rec *rec,
+                  int wake) {
   job *j = calloc(1, sizeof *j);
   size_t n = strlen(sql) + 1;
   char *copy = malloc(n);
@@ -200,6 +207,7 @@ static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, 
   j->id = id;
   j->done = done;
   j->rec = rec;
+  j->wake = wake;
   mw_mutex_lock(&mu);
   once();
   int rc = mark_add(db);
@@ -235,14 +243,14 @@ static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, 
 
 MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done done) {
   if (db == 0 || sql == 0) return SQLITE_MISUSE;
-  return submit(db, sql, id, done, 0);
+  return submit(db, sql, id, done, 0, -1);
 }
 
-MW_API void *mw_exec_async_start(sqlite3 *db, const char *sql) {
+MW_API void *mw_exec_async_start(sqlite3 *db, const char *sql, int wake_fd) {
   if (db == 0 || sql == 0) return 0;
   mw_async_rec *rec = calloc(1, sizeof *rec);
   if (rec == 0) return 0;
-  if (submit(db, sql, 0, 0, rec) != SQLITE_OK) {
+  if (submit(db, sql, 0, 0, rec, wake_fd < 0 ? -1 : wake_fd) != SQLITE_OK) {
     free(rec);
     return 0;
   }
@@ -256,4 +264,13 @@ MW_API int mw_exec_async_result(void *p) {
   int rc = rec->rc;
   free(rec);
   return rc;
+}
+
+MW_API int mw_wake_pair_new(int32_t *fds) {
+  if (fds == 0) return SQLITE_MISUSE;
+  int pair[2];
+  if (mw_wake_pair(pair) != 0) return SQLITE_CANTOPEN;
+  fds[0] = pair[0];
+  fds[1] = pair[1];
+  return SQLITE_OK;
 }
