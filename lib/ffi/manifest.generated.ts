@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "8d0bb12147d35552332ff2ddc4efb405f8e998656b66e9d5ea9d55d39a870899",
-        "size": 1852248
+        "sha256": "7b184c7bcc889eca61d39b61f73f90ac18c923004790c9c8830fa0a413fde313",
+        "size": 1853368
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "83f511865d0fa86bbad28997a4b2d8354dc52003f97d47fa5ce7eed0b5154952",
-        "size": 294192
+        "sha256": "3ff5260905bd4819ef1a7c9b149c2dfef64f46c6b8a2d86d1118ec14f917612e",
+        "size": 295328
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "6917282e7dbc6802d4dd37de55b75f86d2a6eb362378dfcce624eb6511e5692a",
-        "size": 1794688
+        "sha256": "7b4e15fc14713d50a15d2343ddd34f61965617d183561dc41cea72c1e0f79ecb",
+        "size": 1795824
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "80539df58f55ff666f23e9c47f4a15c035b4ae2a5a3c169d32b4eca570ac0501",
-        "size": 285968
+        "sha256": "9941ca8f4886f511ac1cca360b16adbdde963d1086a6b767cf1f2e153c27746b",
+        "size": 287120
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "8e5ae259a192bf9b6628a2fccaeaaa91f6eb7086747a3f243d587e47fcdc273c",
-        "size": 1850104
+        "sha256": "125d310ba28e4e4cae702b8c2205d0b445d504560527323f2d9fd04dfff67a58",
+        "size": 1851208
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "74b5c8498cbe13aa4a0a3b193d1a48880480c396699574efdb21713af2766a85",
-        "size": 293320
+        "sha256": "b590ed73a24ec21322cd576c23576a65a0f9d6f0969ff70457b19b7f111d492c",
+        "size": 294456
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "a3dda46be594ea5cd541ff14d015b1dc6ae2c6ec7a55e79d1f0aa8ba02a91860",
-        "size": 1792840
+        "sha256": "5180d91d1f0ff767b5ef013cbaef059be427bbba939d701d91fdb06d585afb60",
+        "size": 1793976
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "d958dcb101c868742780c871414d87066a184f2c2ba6e80bfc82534f3dc19bc3",
-        "size": 285344
+        "sha256": "c2aec7319e58649ce281d95c0c43e731f0efecd58a49c4ec8a717c799698e73c",
+        "size": 286480
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "9f1b0b6eab0f3f82a451e2b9ebc22fd6cef523efebe5258a5a7abeb2b537d722",
-        "size": 1806180
+        "sha256": "690fc47e4bfe40f37c4f5452cfe13188ac575b1f8d96f8ff82924987d293a9f9",
+        "size": 1806552
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "bbedefd3a1a44d962aec139d2af636fe2b39712d0af4846ae46dd5a33ce22498",
-        "size": 293104
+        "sha256": "c008a64021218a5bbc48f50ffe686c593cfecc334fc53a34e935215081cba583",
+        "size": 293476
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "895644cc5737ccf87194a51cb12c9c7b866c8ebc53f1e7702827d8f50cff61b0",
-        "size": 1886576
+        "sha256": "efa41d631f11d2547690dc56d163097abe791ed60337dc6e20b7e4025cf244ee",
+        "size": 1887056
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "c7120cfea6bb6d03e7f4cf7d9f6fca46ba883c3d0336c1eba6cc1e8c6fe4cd6a",
-        "size": 333048
+        "sha256": "4c31804cc94f2d99e6305232def0cd5d6bc1c2e2ceb7b64019acb7623b9ffd3d",
+        "size": 333528
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "892f98a562d64816261441b2f16e7ef0b9184b4024ecd735382dbde635019a43",
-        "size": 1747968
+        "sha256": "81d42633409173bad5d5213a6dfc91b7a0b78245e250518695d48c0832940733",
+        "size": 1748992
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "7984db3ae747e73465622c712f73e3f1f18fda72466c0600cc420475b01a271f",
+        "sha256": "8c2d477fca18ae9a320e415a6ca5c4213d01b112466bfa586abdeedc34811593",
         "size": 251904
       }
     }
