@@ -471,7 +471,7 @@ export const MUTANTS = [
   {
     id: "async-wake-never-sent",
     file: "vfs/async.c",
-    find: "      if (j->wake >= 0) mw_wake_send(j->wake);\n",
+    find: "        mw_wake_send(j->wake->fds[1]);\n",
     replace: "",
     tests: ["test_engine_async"],
     why: "a polled statement that ended never wakes its caller's loop (Bun's transactionAsync waits forever)",

@@ -26,21 +26,25 @@ interface BunFfi {
 }
 
 // execAsync in Bun, which has no nonblocking FFI calls: mw_exec_async_start runs the
-// statement on an engine thread, which then writes a byte to a socket pair
-// (mw_wake_pair_new) that this loop reads while any statement is in flight; each wake
-// collects the records that ended. Not a thread-safe callback into the loop: one called into
-// a Worker terminated meanwhile crashes Bun (1.4.5: SIGSEGV or SIGILL,
-// test/async-worker.test.ts), and a Worker runs no JavaScript at termination that could
-// tell the engine; a byte to a socket nobody reads is harmless (and the loop's lag was lower:
-// docs/async.md). The pair is made at the first async statement and never closed (an engine
-// thread may be about to write to it when a Worker ends): 2 descriptors per thread that
-// used it. A record left by a terminated Worker stays allocated (8 bytes). Without a pair
-// (Windows) the loop polls every millisecond while any statement is in flight.
+// statement on an engine thread, which then writes a byte to a wake pair (mw_wake_open: two
+// local sockets) whose reading end this loop reads while any statement is in flight; each
+// wake collects the records that ended. Not a thread-safe callback into the loop: one called
+// into a Worker terminated meanwhile crashes Bun (1.4.5: SIGSEGV or SIGILL,
+// test/async-worker.test.ts), and a Worker runs no JavaScript at termination that could tell
+// the engine; a byte to a socket nobody reads is harmless (and the loop's lag was lower:
+// docs/async.md). The pair is let go after IDLE_MS without a statement in flight (the
+// engine closes it once no statement is left to write to it); a Worker terminated while it
+// had one leaves it open, and 8 bytes per statement in flight. Without a pair (Windows) the
+// loop polls every millisecond while any statement is in flight.
 const IDLE_MS = 100;
+interface Wake {
+  handle: Ptr;
+  reader: ReadableStreamDefaultReader<Uint8Array>;
+}
 function wokenExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
   const pending = new Map<Ptr, (rc: number) => void>();
-  let pair: Int32Array | null | undefined; // undefined: not made yet; null: none here
-  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  let wake: Wake | null = null;
+  let noPair = false; // mw_wake_open has none here: poll
   let timer: ReturnType<typeof setInterval> | null = null;
   let idle: ReturnType<typeof setTimeout> | null = null;
   const collect = () => {
@@ -52,42 +56,50 @@ function wokenExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
     }
     if (pending.size > 0) return;
     if (timer !== null) clearInterval(timer), timer = null;
-    // Nothing in flight for IDLE_MS: stop listening, so that the Worker may end (a reader
-    // made again for every commit cost a server Worker a third more CPU per request).
-    idle ??= setTimeout(() => {
-      idle = null;
-      if (pending.size === 0 && reader !== null) void reader.cancel().catch(() => {}), reader = null;
-    }, IDLE_MS);
+    // Let go of the pair after IDLE_MS, so that the thread may end: a reader made again for
+    // every commit cost a server Worker a third more CPU per request.
+    idle ??= setTimeout(letGo, IDLE_MS);
   };
-  const listen = (fd: number) => {
-    const r = reader = bunGlobal().file(fd).stream().getReader();
+  const letGo = () => {
+    idle = null;
+    const w = wake;
+    if (pending.size > 0 || w === null) return;
+    wake = null;
+    // Closed once Bun stopped reading it: its descriptor may be reused after.
+    void w.reader.cancel().catch(() => {}).finally(() => sym.mw_wake_close(w.handle));
+  };
+  const open = (): Wake | null => {
+    const fd = new Int32Array(1);
+    const handle = sym.mw_wake_open(fd);
+    if (!handle) return (noPair = true), null;
+    const w: Wake = { handle, reader: bunGlobal().file(fd[0]).stream().getReader() };
     void (async () => {
       try {
-        while (reader === r) {
-          const { done } = await r.read();
+        for (;;) {
+          const { done } = await w.reader.read();
           if (done) break;
           collect();
         }
       } catch { /* cancelled */ }
-      // The stream ended under a reader still needed (never seen): poll instead.
-      if (reader === r && pending.size > 0) reader = null, timer ??= setInterval(collect, 1);
+      // The stream ended while still needed (never seen): poll instead.
+      if (wake === w && pending.size > 0) timer ??= setInterval(collect, 1);
     })();
+    return w;
   };
   return (db, sql) => {
-    if (pair === undefined) {
-      const fds = new Int32Array(2);
-      pair = sym.mw_wake_pair_new(fds) === 0 ? fds : null;
-    }
-    const wake = pair;
+    if (wake === null && !noPair) wake = open();
+    const w = wake;
     const text = new TextEncoder().encode(sql + "\0");
-    const rec = sym.mw_exec_async_start(db, text, wake === null ? -1 : wake[1]);
-    // No engine thread (or no memory for the job): run it here.
-    if (!rec) return Promise.resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
+    const rec = sym.mw_exec_async_start(db, text, w === null ? (null as unknown as Ptr) : w.handle);
+    if (!rec) {
+      // No engine thread (or no memory for the job): run it here.
+      if (pending.size === 0) collect(); // (lets the pair go in time)
+      return Promise.resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
+    }
     return new Promise<number>((resolve) => {
       pending.set(rec, resolve);
       if (idle !== null) clearTimeout(idle), idle = null;
-      if (wake === null) timer ??= setInterval(collect, 1);
-      else if (reader === null && timer === null) listen(wake[0]);
+      if (w === null) timer ??= setInterval(collect, 1);
     });
   };
 }

@@ -157,16 +157,17 @@ MW_API int mw_db_config(struct sqlite3 *db, int op, int value, int *out);
 **  - mw_exec_async_start: the same without a callback; returns a record to poll, or NULL
 **    (no thread or no memory: run it yourself). mw_exec_async_result(rec) returns -1
 **    while it runs, then its result code, and frees rec (call it until it does). Once it
-**    ended, one byte is written to wake_fd (when >= 0): fds[1] of mw_wake_pair_new, a
-**    pair of connected local sockets (fds[0] for the caller to wait on; SQLITE_CANTOPEN
-**    where there are none: Windows). The pair is the caller's to close, once no statement
-**    started with it runs.
+**    ended, one byte is written to wake (when not NULL): a pair of connected local sockets
+**    from mw_wake_open, which gives the reading end's descriptor in *read_fd (NULL where
+**    there are none: Windows). mw_wake_close lets the pair go: it is closed once no
+**    statement started with it is left to write to it (stop reading it first).
 **  - mw_exec_wait: returns once no statement of db runs or waits here. */
 MW_API int mw_exec_tracked(struct sqlite3 *db, const char *sql);
 MW_API int mw_exec_async(struct sqlite3 *db, const char *sql, int64_t id,
                          void (*done)(int64_t id, int32_t rc));
-MW_API void *mw_exec_async_start(struct sqlite3 *db, const char *sql, int wake_fd);
-MW_API int mw_wake_pair_new(int32_t *fds);
+MW_API void *mw_exec_async_start(struct sqlite3 *db, const char *sql, void *wake);
+MW_API void *mw_wake_open(int32_t *read_fd);
+MW_API void mw_wake_close(void *wake);
 MW_API int mw_exec_async_result(void *rec);
 MW_API void mw_exec_wait(struct sqlite3 *db);
 

@@ -79,6 +79,8 @@ int mw_wake_pair(int fds[2]);
 /* Writes one byte to a wake pair's fds[1]: never blocks (a full buffer already has bytes
 ** for its reader), never raises SIGPIPE (its reader gone). */
 void mw_wake_send(int fd);
+/* Closes both ends of a wake pair. */
+void mw_wake_pair_close(int fds[2]);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t mw_now_ns(void);

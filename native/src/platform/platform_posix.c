@@ -77,6 +77,13 @@ int mw_wake_pair(int fds[2]) {
   return 0;
 }
 
+void mw_wake_pair_close(int fds[2]) {
+  /* close() of a socket only fails on a bad descriptor or a signal; the descriptor is gone
+  ** either way on Linux and macOS: nothing to retry. */
+  (void)close(fds[0]);
+  (void)close(fds[1]);
+}
+
 void mw_wake_send(int fd) {
 #if defined(MSG_NOSIGNAL)
   const int flags = MSG_NOSIGNAL;

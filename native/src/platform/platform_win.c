@@ -94,6 +94,8 @@ int mw_wake_pair(int fds[2]) {
 
 void mw_wake_send(int fd) { (void)fd; }
 
+void mw_wake_pair_close(int fds[2]) { (void)fds; }
+
 uint64_t mw_process_id(void) { return (uint64_t)GetCurrentProcessId(); }
 
 void mw_at_fork_child(void (*fn)(void)) { (void)fn; }

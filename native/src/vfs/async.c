@@ -9,16 +9,16 @@
 **    meanwhile. Deno calls it as a nonblocking FFI call (its own thread pool).
 **  - mw_exec_async(db, sql, id, done): the same on one of this file's threads, then
 **    done(id, rc) there (for C callers with a thread-safe way back).
-**  - mw_exec_async_start(db, sql, wake_fd) / mw_exec_async_result(rec): the same without
-**    a callback: once the statement ended, a byte goes to wake_fd (mw_wake_pair_new's
-**    fds[1], which the caller's loop reads from fds[0]) and the caller collects the
-**    result. Bun uses it (it has no nonblocking FFI calls): a thread-safe callback into a
-**    Worker terminated with commits in flight crashes Bun (1.4.5), and nothing runs in
-**    the Worker to say so (no JavaScript at termination; the thread's TLS destructors
-**    come after its VM is gone); a byte to a socket nobody reads is harmless. A record
-**    nobody collects (its Worker was terminated) stays allocated: 8 bytes for each
-**    statement in flight then. The engine never closes a pair (a thread may still be
-**    about to write to it); the binding keeps one per thread that used it.
+**  - mw_exec_async_start(db, sql, wake) / mw_exec_async_result(rec): the same without a
+**    callback: once the statement ended, a byte goes to the wake pair (mw_wake_open: a
+**    pair of local sockets whose reading end the caller's loop reads) and the caller
+**    collects the result. Bun uses it (it has no nonblocking FFI calls): a thread-safe
+**    callback into a Worker terminated with commits in flight crashes Bun (1.4.5), and
+**    nothing runs in the Worker to say so (no JavaScript at termination; the thread's TLS
+**    destructors come after its VM is gone); a byte to a socket nobody reads is harmless.
+**    A pair is closed once its caller let it go (mw_wake_close) and no statement started
+**    with it is left to write to it. What a terminated Worker leaves: its pair, if it was
+**    in use then, and 8 bytes for each statement in flight.
 **  - mw_exec_wait(db): blocks until no statement of db runs here: sqlite3_close must
 **    wait for it (the binding's close() calls it first).
 ** The caller must not use db while a statement of it runs here (the binding's pooled
@@ -46,6 +46,19 @@
 
 typedef void (*mw_async_done)(int64_t id, int32_t rc);
 
+/* A wake pair (mw_wake_open): refs are the caller's (until mw_wake_close) and one per
+** statement started with it; the last one closes the sockets. */
+typedef struct mw_wake {
+  int fds[2];
+  int refs;
+} mw_wake;
+
+static void wake_unref(mw_wake *w) {
+  if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  mw_wake_pair_close(w->fds);
+  free(w);
+}
+
 /* What a polled statement leaves: state turns 1 (atomically, after rc) once it ended. */
 typedef struct mw_async_rec {
   int32_t state;
@@ -59,7 +72,7 @@ typedef struct job {
   int64_t id;
   mw_async_done done;          /* called with (id, rc), or 0 */
   mw_async_rec *rec;           /* or written, for mw_exec_async_result */
-  int wake;                    /* then a byte to this wake pair's fds[1], or -1 */
+  mw_wake *wake;               /* then a byte to this pair (a reference of its own), or 0 */
 } job;
 
 typedef struct busy {
@@ -182,7 +195,10 @@ static void *worker(void *unused) {
       j->rec->rc = rc;
       __atomic_store_n(&j->rec->state, 1, __ATOMIC_RELEASE);
       /* After the state: a reader woken finds the record ended. */
-      if (j->wake >= 0) mw_wake_send(j->wake);
+      if (j->wake) {
+        mw_wake_send(j->wake->fds[1]);
+        wake_unref(j->wake);
+      }
     }
     free(j->sql);
     free(j);
@@ -192,7 +208,7 @@ static void *worker(void *unused) {
 
 /* Queues sql for a thread; on SQLITE_OK the job is theirs (and rec with it). */
 static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, mw_async_rec *rec,
-                  int wake) {
+                  mw_wake *wake) {
   job *j = calloc(1, sizeof *j);
   size_t n = strlen(sql) + 1;
   char *copy = malloc(n);
@@ -243,14 +259,17 @@ static int submit(sqlite3 *db, const char *sql, int64_t id, mw_async_done done, 
 
 MW_API int mw_exec_async(sqlite3 *db, const char *sql, int64_t id, mw_async_done done) {
   if (db == 0 || sql == 0) return SQLITE_MISUSE;
-  return submit(db, sql, id, done, 0, -1);
+  return submit(db, sql, id, done, 0, 0);
 }
 
-MW_API void *mw_exec_async_start(sqlite3 *db, const char *sql, int wake_fd) {
+MW_API void *mw_exec_async_start(sqlite3 *db, const char *sql, void *wake) {
   if (db == 0 || sql == 0) return 0;
   mw_async_rec *rec = calloc(1, sizeof *rec);
   if (rec == 0) return 0;
-  if (submit(db, sql, 0, 0, rec, wake_fd < 0 ? -1 : wake_fd) != SQLITE_OK) {
+  mw_wake *w = wake;
+  if (w) __atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED); /* the job's */
+  if (submit(db, sql, 0, 0, rec, w) != SQLITE_OK) {
+    if (w) wake_unref(w);
     free(rec);
     return 0;
   }
@@ -266,11 +285,19 @@ MW_API int mw_exec_async_result(void *p) {
   return rc;
 }
 
-MW_API int mw_wake_pair_new(int32_t *fds) {
-  if (fds == 0) return SQLITE_MISUSE;
-  int pair[2];
-  if (mw_wake_pair(pair) != 0) return SQLITE_CANTOPEN;
-  fds[0] = pair[0];
-  fds[1] = pair[1];
-  return SQLITE_OK;
+MW_API void *mw_wake_open(int32_t *read_fd) {
+  if (read_fd == 0) return 0;
+  mw_wake *w = calloc(1, sizeof *w);
+  if (w == 0) return 0;
+  if (mw_wake_pair(w->fds) != 0) {
+    free(w);
+    return 0;
+  }
+  w->refs = 1;
+  *read_fd = w->fds[0];
+  return w;
+}
+
+MW_API void mw_wake_close(void *wake) {
+  if (wake) wake_unref(wake);
 }
