@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "7b184c7bcc889eca61d39b61f73f90ac18c923004790c9c8830fa0a413fde313",
-        "size": 1853368
+        "sha256": "ba370afdf51bb327fba56bcff45e97d1b3f3ca138d72b85a5568a7e4fd3bb37a",
+        "size": 1853720
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "3ff5260905bd4819ef1a7c9b149c2dfef64f46c6b8a2d86d1118ec14f917612e",
-        "size": 295328
+        "sha256": "1430ee5a4fd7ee4af3798efc58047e34798b30ad6fa2484d9a1f5a2a708c57ea",
+        "size": 295696
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "7b4e15fc14713d50a15d2343ddd34f61965617d183561dc41cea72c1e0f79ecb",
-        "size": 1795824
+        "sha256": "0060c56cd8d77af61cce9694c575d5985c4530585f8b2b329aa20cb757cec3d5",
+        "size": 1796272
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "9941ca8f4886f511ac1cca360b16adbdde963d1086a6b767cf1f2e153c27746b",
-        "size": 287120
+        "sha256": "d33cab717d949e66f447e141fdeb1e52c549f31dfbaf7d49131f8da24daaed94",
+        "size": 287568
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "125d310ba28e4e4cae702b8c2205d0b445d504560527323f2d9fd04dfff67a58",
-        "size": 1851208
+        "sha256": "e1150ff4826b149e809f2f7d659d5dd608abb5bf9b0877b65cbc16d530aa9a3a",
+        "size": 1851560
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "b590ed73a24ec21322cd576c23576a65a0f9d6f0969ff70457b19b7f111d492c",
-        "size": 294456
+        "sha256": "8630516283c2a208b7409670cd9681256c95381a658d551341c7526a48c302f4",
+        "size": 294808
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "5180d91d1f0ff767b5ef013cbaef059be427bbba939d701d91fdb06d585afb60",
-        "size": 1793976
+        "sha256": "5d1e76c0c6e66e2d6e4b491ce34df7c990e95cec8363c30506f805040b75e95f",
+        "size": 1794424
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "c2aec7319e58649ce281d95c0c43e731f0efecd58a49c4ec8a717c799698e73c",
-        "size": 286480
+        "sha256": "db619aaa03cd76bbc6daf82ad26273e2877e725ab1b559c273e3714f9a0c72d8",
+        "size": 286928
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "690fc47e4bfe40f37c4f5452cfe13188ac575b1f8d96f8ff82924987d293a9f9",
-        "size": 1806552
+        "sha256": "e30f5cbbcd5c5858664cc2519ce098c58613992601b31b3042e26a4ddd0a813c",
+        "size": 1806631
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "c008a64021218a5bbc48f50ffe686c593cfecc334fc53a34e935215081cba583",
-        "size": 293476
+        "sha256": "42502fecc0811e8d90cf713ca205c3f09cab07f81191439d214fd24c32a8dcd3",
+        "size": 293555
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "efa41d631f11d2547690dc56d163097abe791ed60337dc6e20b7e4025cf244ee",
-        "size": 1887056
+        "sha256": "2abcb41ec0c2c07a58c0b46afa0fb5e5080ae4f759f4e3d3b1399fdb864fef2b",
+        "size": 1887136
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "4c31804cc94f2d99e6305232def0cd5d6bc1c2e2ceb7b64019acb7623b9ffd3d",
-        "size": 333528
+        "sha256": "4afaba976575964a9898a45d24860700cfc589907fdc0913c9dc02fa202e3aa8",
+        "size": 333608
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "81d42633409173bad5d5213a6dfc91b7a0b78245e250518695d48c0832940733",
+        "sha256": "00c6565679d1871ae484125a164d806af64cea478d67bc893b95fd27617f747b",
         "size": 1748992
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "8c2d477fca18ae9a320e415a6ca5c4213d01b112466bfa586abdeedc34811593",
-        "size": 251904
+        "sha256": "b45149d10708336b6a8bfacd01a67a55fd8df93ea5871f59a2154d4e57a6522c",
+        "size": 252928
       }
     }
   }
