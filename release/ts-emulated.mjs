@@ -16,8 +16,8 @@
 //     every container on it).
 //   - some files cannot run this way (NOT_EMULATED): native.test.ts loads the extension
 //     into the host's /usr/bin/sqlite3 (an x86_64 program cannot load an arm64 library),
-//     and the files that start the runtime as another process (download, exit, gc,
-//     library-file, orphan, processes, worker-exit) need binfmt_misc, as above.
+//     and the files that start the runtime as another process (async-worker, download, exit,
+//     gc, library-file, orphan, processes, worker-exit) need binfmt_misc, as above.
 // Bun's and Deno's musl builds are not tried: Bun's linux-*-musl binaries need
 // libstdc++.so.6 built for musl (no Debian package has it) and Deno publishes no musl
 // build. Windows: bun.exe and deno.exe (@oven/bun-windows-x64, @deno/win32-x64) do not start
@@ -44,6 +44,7 @@ export const NOT_EMULATED = {
   "orphan.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
   "processes.test.ts": "starts the runtime as a second process (needs binfmt_misc)",
   "worker-exit.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
+  "async-worker.test.ts": "starts the runtime as a child process (needs binfmt_misc)",
 };
 
 /** Fetches one npm package at the lock file's version into dir and returns its folder. */
