@@ -476,14 +476,7 @@ export const MUTANTS = [
     tests: ["test_engine_async"],
     why: "a polled statement that ended never wakes its caller's loop (Bun's transactionAsync waits forever)",
   },
-  {
-    id: "async-result-before-end",
-    file: "vfs/async.c",
-    find: "  if (__atomic_load_n(&rec->state, __ATOMIC_ACQUIRE) == 0) return -1;\n",
-    replace: "",
-    tests: ["test_engine_async"],
-    why: "a polled statement reports a result before it ended (and its record is freed under the engine thread)",
-  },
+
   {
     id: "lane-declaration-gone-before-phase-two",
     file: "vfs/lane.c",
