@@ -1,8 +1,11 @@
 // test/helpers.ts: what the test files share: the checkout root, temporary folders that
-// are removed after each file, and the runtime that runs the suite.
+// are removed after each file, the runtime that runs the suite, and running a fixture in a
+// Worker or in a process of its own.
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { afterAll } from "vitest";
 
@@ -38,4 +41,12 @@ export function runWorker<T>(script: string, job: object): Promise<T> {
     };
     worker.postMessage(job);
   });
+}
+
+/** Runs the fixture `script` (under test/fixtures/) with `args` in a new process of the
+ * runtime that runs the suite and returns its standard output; throws when it fails. */
+export function runFixture(script: string, args: string[], timeoutMs: number): string {
+  const path = fileURLToPath(new URL(`./fixtures/${script}`, import.meta.url));
+  const argv = runtime === "bun" ? [path, ...args] : ["run", "-A", path, ...args];
+  return execFileSync(process.execPath, argv, { encoding: "utf8", stdio: "pipe", timeout: timeoutMs });
 }
