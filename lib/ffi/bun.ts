@@ -31,8 +31,8 @@ interface BunFfi {
 // wake collects the records that ended. Not a thread-safe callback into the loop: one called
 // into a Worker terminated meanwhile crashes Bun (1.4.5: SIGSEGV or SIGILL,
 // test/async-worker.test.ts), and a Worker runs no JavaScript at termination that could tell
-// the engine; a byte to a socket nobody reads is harmless (and the loop's lag was lower:
-// docs/async.md). The pair is let go after IDLE_MS without a statement in flight (the
+// the engine; a byte to a socket nobody reads is harmless (and costs what the callback did:
+// docs/async.md, docs/server.md). The pair is let go after IDLE_MS without a statement in flight (the
 // engine closes it once no statement is left to write to it); a Worker terminated while it
 // had one leaves it open, and 8 bytes per statement in flight. Without a pair (Windows) the
 // loop polls every millisecond while any statement is in flight.
