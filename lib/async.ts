@@ -78,7 +78,7 @@ export class AsyncPool {
   readonly #idle: Database[] = [];
   readonly #all = new Set<Database>();
   readonly #waiting: { resolve: (d: Database) => void; reject: (e: unknown) => void }[] = [];
-  readonly #committing = new Set<Database>(); // COMMIT running on an engine thread
+  readonly #committing = new Set<Database>(); // COMMIT running (on an engine thread at FULL)
   readonly #turn = new RetryTurn(); // runs that lost their commit run again in turn
   #sharedBusy = false;
   #closed = false;
@@ -162,7 +162,7 @@ export class AsyncPool {
         if (signal?.aborted) throw abortReason(signal);
         const handle = new TxHandle(conn, attempt, signal, () => this.#closed);
         try {
-          conn.exec("BEGIN");
+          internalsOf(conn).internalRun("BEGIN");
           const result = await fn(handle.api, ...args);
           handle.check();
           handle.end(); // nothing of tx runs while the connection commits elsewhere

@@ -34,10 +34,11 @@ export interface Internals extends Connection {
   /** Runs one of the library's own statements (BEGIN, COMMIT, SAVEPOINT, ...), cached apart from query()'s. */
   internalRun(sql: string): void;
   /**
-   * COMMIT off this thread (transactionAsync): the event loop goes on while the commit
-   * waits for its sync, and commits in flight together share it. Rejects as COMMIT would
-   * throw. Runs COMMIT here where that cannot be done (a progress handler is set: SQLite
-   * would call it from another thread).
+   * transactionAsync's COMMIT: off this thread when it waits for a sync (synchronous FULL or
+   * EXTRA): the event loop goes on meanwhile, and commits in flight together share the
+   * sync. Rejects as COMMIT would throw. Runs COMMIT here below FULL (nothing to wait for)
+   * and where it cannot run elsewhere (a progress handler is set: SQLite would call it
+   * from another thread).
    */
   commitAsync(): Promise<void>;
 }

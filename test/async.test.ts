@@ -327,6 +327,38 @@ describe("transactionAsync", () => {
     db.close();
   });
 
+  // At FULL a COMMIT waits for its group's sync on an engine thread, so that the commits in
+  // flight share syncs; its result comes back through the event loop. Below FULL a commit is
+  // acknowledged once written (as stock WAL): it runs on the loop, and a call whose function
+  // does not await resolves without the loop turning once.
+  it("COMMIT waits off the loop at FULL (the commits in flight share syncs), on the loop below", async () => {
+    const drain = async (): Promise<void> => {
+      for (let i = 0; i < 500; i++) await new Promise<void>((r) => queueMicrotask(r));
+    };
+    for (const sync of ["FULL", "NORMAL", "OFF"]) {
+      const db = new Database(join(tempDir(), `loop-${sync}.db`));
+      db.exec(`PRAGMA synchronous=${sync}`);
+      const N = 32; // a table each: no conflicts, so that every call commits at its first run
+      for (let i = 0; i < N; i++) db.exec(`CREATE TABLE t${i}(x)`);
+      const add = db.transactionAsync(async (tx, i: number) => {
+        tx.run(`INSERT INTO t${i} VALUES (?)`, i);
+      });
+      const syncs = db.stats().logSyncs;
+      let done = 0;
+      const runs = Array.from({ length: N }, (_, i) => add(i).then(() => done++));
+      await drain();
+      expect(done).toBe(sync === "FULL" ? 0 : N);
+      await Promise.all(runs);
+      const shared = db.stats().logSyncs - syncs;
+      if (sync === "FULL") {
+        expect(shared).toBeGreaterThan(0);
+        expect(shared).toBeLessThan(N);
+      }
+      for (let i = 0; i < N; i++) expect(db.query(`SELECT x FROM t${i}`).values()).toEqual([[i]]);
+      db.close();
+    }
+  });
+
   it("a lost commit run out of attempts rejects with SQLITE_BUSY_SNAPSHOT", async () => {
     const db = new Database(join(tempDir(), "max.db"));
     db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");

@@ -52,8 +52,9 @@ function serve(): void {
     const db = new Database(PATH, THREADS > 0 ? {} : { processes: true });
     db.exec(SCHEMA);
     // Many of these run at once on this one thread, each on its own snapshot; a commit that
-    // lost to another writer runs the function again on fresh data. The COMMIT waits for its
-    // sync off the event loop, so the hits in flight share one sync.
+    // lost to another writer runs the function again on fresh data. At FULL the COMMIT waits
+    // for its sync off the event loop, so the hits in flight share one sync (at NORMAL it
+    // runs on the loop: nothing to wait for).
     count = db.transactionAsync(async (tx, key: string, win: number) =>
       hit({ get: (sql, ...p) => tx.query(sql).get(...p), run: (sql, ...p) => tx.query(sql).run(...p) }, key, win)
     );

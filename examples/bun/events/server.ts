@@ -53,7 +53,8 @@ function serve(): void {
     const db = new Database(PATH, THREADS > 0 ? {} : { processes: true });
     db.exec(SCHEMA);
     // Each append is a transaction of its own whose COMMIT waits for its sync off the event
-    // loop, so the appends in flight share one sync. Appends in flight together all write the
+    // loop at FULL, so the appends in flight share one sync (at NORMAL it commits on the
+    // loop, waiting for no sync). Appends in flight together all write the
     // table's last page: the engine commits one of them and runs the others again (on fresh
     // data: the next id), which keeps the ids in commit order.
     append = db.transactionAsync(async (tx, type: string, body: string) =>

@@ -87,8 +87,9 @@ if (DRIVER === "node:sqlite") {
     Deno.exit(0);
   }
   // Many of these run at once on this one thread, each on its own snapshot; a commit that
-  // lost to another writer runs the function again on fresh data. The COMMIT waits for its
-  // sync off the event loop, so the hits in flight share one sync. Without the engine the
+  // lost to another writer runs the function again on fresh data. At FULL the COMMIT waits
+  // for its sync off the event loop, so the hits in flight share one sync (at NORMAL it runs
+  // on the loop: nothing to wait for). Without the engine the
   // same code runs one call at a time.
   count = db.transactionAsync(async (tx, key: string, win: number) =>
     hit({
