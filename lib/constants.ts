@@ -84,6 +84,8 @@ export const constants = {
   MW_FCNTL_STATS: 0x4d570001,
   /** The engine's file control: the connection is one of an event loop's (never waits for the turn). */
   MW_FCNTL_EVENT_LOOP: 0x4d570003,
+  /** The engine's file control: 1 when a commit of the connection waits for a sync (int out). */
+  MW_FCNTL_COMMIT_SYNCS: 0x4d570004,
 } as const;
 
 // Only the package passes these (not part of the `constants` export).

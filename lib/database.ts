@@ -41,6 +41,7 @@ export type { TransactionFunction } from "./transaction.ts";
 export { backoffMs } from "./transaction.ts";
 
 const QUERY_CACHE_MAX = 256;
+const MAIN = cstr("main");
 /** The message of any use of a closed database (bun:sqlite's words). */
 const CLOSED = "Database has closed";
 /** bun:sqlite's key of the number of statements cached by query(). */
@@ -112,6 +113,7 @@ export class Database {
   readonly #statements = new Set<Statement<object>>();
   readonly #cache = new Map<string, Statement<object>>();
   readonly #internal = new Map<string, Statement<object>>();
+  readonly #intOut = new Int32Array(1); // an int a file control writes
   readonly #callbacks: NativeCallback[] = [];
   readonly #blobs = new Map<SQLBlob, boolean>(); // open blobs: writable?
   // What transactionAsync's pooled connections are opened with and given: the options as
@@ -582,7 +584,7 @@ export class Database {
   // against 14, docs/async.md). A progress handler must run on this thread.
   async #commitAsync(): Promise<void> {
     const db = this.#handle();
-    if (this.#progress || this.#internalGet("PRAGMA synchronous") < 2) return this.#internalRun("COMMIT");
+    if (this.#progress || !this.#commitSyncs(db)) return this.#internalRun("COMMIT");
     this.#asyncInFlight++;
     let rc: number;
     try {
@@ -607,9 +609,12 @@ export class Database {
     this.#internalStatement(sql).run();
   }
 
-  // The first column of the first row of an internal statement, as a number.
-  #internalGet(sql: string): number {
-    return Number(this.#internalStatement(sql).values()[0]?.[0]);
+  // Whether a COMMIT of this connection waits for a sync: the engine says what it will do
+  // (MW_FCNTL_COMMIT_SYNCS, one call); stock SQLite in WAL mode syncs at commit from FULL up.
+  #commitSyncs(db: Ptr): boolean {
+    const rc = this.#sym.sqlite3_file_control(db, MAIN, constants.MW_FCNTL_COMMIT_SYNCS, this.#intOut);
+    if (rc === SQLITE_OK) return this.#intOut[0] !== 0;
+    return Number(this.#internalStatement("PRAGMA synchronous").values()[0]?.[0]) >= 2;
   }
 
   /**

@@ -42,6 +42,7 @@ export const FILE_CONTROLS: ReadonlyMap<number, OpShape> = new Map<number, OpSha
   [42, { bytes: 0 }], // RESET_CACHE (NULL)
   [constants.MW_FCNTL_STATS, { bytes: 256 }], // the engine's counters (int64_t[32])
   [constants.MW_FCNTL_EVENT_LOOP, I32], // the connection is one of an event loop's (int in)
+  [constants.MW_FCNTL_COMMIT_SYNCS, I32], // its commits wait for a sync (int out)
 ]);
 
 /** Why an op is refused when it is not in the table. */

@@ -469,6 +469,14 @@ export const MUTANTS = [
     why: "commits of one event loop running on several threads at once are grouped as one transaction: unrelated commits are refused together",
   },
   {
+    id: "commit-syncs-below-full",
+    file: "vfs/lane.c",
+    find: "      *(int *)arg = l->sync_level >= 2;",
+    replace: "      *(int *)arg = l->sync_level >= 1;",
+    tests: ["test_engine_pragmas"],
+    why: "MW_FCNTL_COMMIT_SYNCS says a synchronous=NORMAL commit waits for a sync: a binding would send it off its event loop for nothing",
+  },
+  {
     id: "async-wake-never-sent",
     file: "vfs/async.c",
     find: "        mw_wake_send(j->wake->fds[1]);\n",

@@ -333,29 +333,32 @@ describe("transactionAsync", () => {
   // does not await resolves without the loop turning once.
   it("COMMIT waits off the loop at FULL (the commits in flight share syncs), on the loop below", async () => {
     const drain = async (): Promise<void> => {
-      for (let i = 0; i < 500; i++) await new Promise<void>((r) => queueMicrotask(r));
+      for (let i = 0; i < 2000; i++) await new Promise<void>((r) => queueMicrotask(r));
     };
-    for (const sync of ["FULL", "NORMAL", "OFF"]) {
-      const db = new Database(join(tempDir(), `loop-${sync}.db`));
-      db.exec(`PRAGMA synchronous=${sync}`);
-      const N = 32; // a table each: no conflicts, so that every call commits at its first run
-      for (let i = 0; i < N; i++) db.exec(`CREATE TABLE t${i}(x)`);
-      const add = db.transactionAsync(async (tx, i: number) => {
-        tx.run(`INSERT INTO t${i} VALUES (?)`, i);
-      });
-      const syncs = db.stats().logSyncs;
-      let done = 0;
-      const runs = Array.from({ length: N }, (_, i) => add(i).then(() => done++));
-      await drain();
-      expect(done).toBe(sync === "FULL" ? 0 : N);
-      await Promise.all(runs);
-      const shared = db.stats().logSyncs - syncs;
-      if (sync === "FULL") {
-        expect(shared).toBeGreaterThan(0);
-        expect(shared).toBeLessThan(N);
+    for (const multiwriter of [true, false]) {
+      for (const sync of ["FULL", "EXTRA", "NORMAL", "1", "OFF"]) {
+        const waits = sync === "FULL" || sync === "EXTRA";
+        const db = new Database(join(tempDir(), `loop-${sync}.db`), { multiwriter });
+        db.exec(`PRAGMA synchronous=${sync}`);
+        const N = 32; // a table each: no conflicts, so that every call commits at its first run
+        for (let i = 0; i < N; i++) db.exec(`CREATE TABLE t${i}(x)`);
+        const add = db.transactionAsync(async (tx, i: number) => {
+          tx.run(`INSERT INTO t${i} VALUES (?)`, i);
+        });
+        const syncs = db.stats().logSyncs;
+        let done = 0;
+        const runs = Array.from({ length: N }, (_, i) => add(i).then(() => done++));
+        await drain();
+        expect([multiwriter, sync, done]).toEqual([multiwriter, sync, waits ? 0 : N]);
+        await Promise.all(runs);
+        const shared = db.stats().logSyncs - syncs;
+        if (multiwriter && waits) {
+          expect(shared).toBeGreaterThan(0);
+          expect(shared).toBeLessThan(N);
+        }
+        for (let i = 0; i < N; i++) expect(db.query(`SELECT x FROM t${i}`).values()).toEqual([[i]]);
+        db.close();
       }
-      for (let i = 0; i < N; i++) expect(db.query(`SELECT x FROM t${i}`).values()).toEqual([[i]]);
-      db.close();
     }
   });
 

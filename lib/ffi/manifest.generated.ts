@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "ba370afdf51bb327fba56bcff45e97d1b3f3ca138d72b85a5568a7e4fd3bb37a",
-        "size": 1853720
+        "sha256": "6090b5f86ad80bd48a49b708f06576e5d44a1cde916e85d261f709266b93ba25",
+        "size": 1853800
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "1430ee5a4fd7ee4af3798efc58047e34798b30ad6fa2484d9a1f5a2a708c57ea",
-        "size": 295696
+        "sha256": "603df8984d7773850758df184afd77a30b75278a14b796e4c94df46b101d1fe9",
+        "size": 295808
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "0060c56cd8d77af61cce9694c575d5985c4530585f8b2b329aa20cb757cec3d5",
-        "size": 1796272
+        "sha256": "c5946d6302221609997880b1b336b29d9e1376ca0960dc01d96ad8df5972d51d",
+        "size": 1796432
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "d33cab717d949e66f447e141fdeb1e52c549f31dfbaf7d49131f8da24daaed94",
-        "size": 287568
+        "sha256": "fba0196d1c21481cbdf6d9f3a05a711df607dbc8b4717857abb6b72848db995d",
+        "size": 287728
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "e1150ff4826b149e809f2f7d659d5dd608abb5bf9b0877b65cbc16d530aa9a3a",
-        "size": 1851560
+        "sha256": "9cf663c6f25883f5993673ac0c1509a55849ee4ef32715be04800ff99862f3bd",
+        "size": 1851640
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "8630516283c2a208b7409670cd9681256c95381a658d551341c7526a48c302f4",
-        "size": 294808
+        "sha256": "ab31cb0642560369eead2184307593613a4bd24a75840f984a05b98c6f26e9df",
+        "size": 294936
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "5d1e76c0c6e66e2d6e4b491ce34df7c990e95cec8363c30506f805040b75e95f",
-        "size": 1794424
+        "sha256": "bc13e33c9db36c6f9bcb774c6f0c8f1d525a82855fc26e0f0bc8a99fd01ed3a5",
+        "size": 1794584
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "db619aaa03cd76bbc6daf82ad26273e2877e725ab1b559c273e3714f9a0c72d8",
-        "size": 286928
+        "sha256": "8a7705aa3fd75653341419f2a3c53a4b11d747943ac74bf2c6421169582bb538",
+        "size": 287088
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "e30f5cbbcd5c5858664cc2519ce098c58613992601b31b3042e26a4ddd0a813c",
-        "size": 1806631
+        "sha256": "7d3761591a5cf0d354bffeea880a29af1565ce866dd22a11478a058d9d6849ed",
+        "size": 1806664
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "42502fecc0811e8d90cf713ca205c3f09cab07f81191439d214fd24c32a8dcd3",
-        "size": 293555
+        "sha256": "d3fe59d1cc64605d83a695f8189459ab7bf25c30ca0767d73cdf557f9ae2f7b6",
+        "size": 293588
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "2abcb41ec0c2c07a58c0b46afa0fb5e5080ae4f759f4e3d3b1399fdb864fef2b",
-        "size": 1887136
+        "sha256": "17e19af1b4be1d9f797ec6c6a792a145eaa8e95059bd9d473c2dd105b8368507",
+        "size": 1887168
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "4afaba976575964a9898a45d24860700cfc589907fdc0913c9dc02fa202e3aa8",
-        "size": 333608
+        "sha256": "a69447506c5f6928551d3c76f5cfadc58c927a21b1fec7bc41ca95f663f7eb54",
+        "size": 333640
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "00c6565679d1871ae484125a164d806af64cea478d67bc893b95fd27617f747b",
+        "sha256": "15ea53649df4e3730372e1b00d698a368d45fa58ef284cdab60a4d9fc92881cf",
         "size": 1748992
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "b45149d10708336b6a8bfacd01a67a55fd8df93ea5871f59a2154d4e57a6522c",
+        "sha256": "9d0e6e47f961018a0c289a5465e932a5038af75b6f18dd1e6a29dc804a87ec75",
         "size": 252928
       }
     }

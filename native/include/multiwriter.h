@@ -134,6 +134,12 @@ MW_API int mw_rebase_rows_declare(struct sqlite3 *db, const char *zDb, const int
 ** caller runs a lost transaction again. Per connection and schema. */
 #define MW_FCNTL_EVENT_LOOP 0x4d570003
 
+/* File control opcode: pArg is an int*; receives 1 when a commit of this connection
+** returns only once its log record is synced (PRAGMA synchronous FULL or EXTRA, as the
+** engine saw it), 0 when it is acknowledged once written (NORMAL, OFF). A binding
+** commits off its event loop only what waits for a sync. Per connection and schema. */
+#define MW_FCNTL_COMMIT_SYNCS 0x4d570004
+
 /* Fills out[0..n-1] with the statistics of the connection's database zDb ("main"
 ** when NULL) and returns an SQLite result code. A database that does not run on the
 ** engine reports MW_STAT_ENGINE = 0 and zeros. */

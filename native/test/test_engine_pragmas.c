@@ -21,7 +21,9 @@
 **    root VFS (SQLite's test_syscall.c overrides system calls that way);
 **  - a file that is not a database opens, and fails at the first query with
 **    SQLITE_NOTADB, as with stock SQLite (it was refused at open); one whose write
-**    version makes it read-only to SQLite opens read-only, as with stock SQLite. */
+**    version makes it read-only to SQLite opens read-only, as with stock SQLite.
+** And the engine's own file control MW_FCNTL_COMMIT_SYNCS follows PRAGMA synchronous
+** (a binding commits off its event loop only what waits for a sync). */
 #include "test_engine_util.h"
 
 #include <signal.h>
@@ -231,6 +233,32 @@ static void lock_states(const char *dir) {
   CHECK_RC(sqlite3_close(st), SQLITE_OK);
 }
 
+/* MW_FCNTL_COMMIT_SYNCS: 1 from FULL up, by name or number, 0 below; per connection. */
+static int commit_syncs(sqlite3 *db) {
+  int v = -1;
+  CHECK_RC(sqlite3_file_control(db, "main", MW_FCNTL_COMMIT_SYNCS, &v), SQLITE_OK);
+  return v;
+}
+
+static void commit_syncs_follow(const char *dir) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/syncs.db", dir);
+  sqlite3 *a = tu_open(path, ""), *b = tu_open(path, "");
+  CHECK(commit_syncs(a) == 1); /* SQLite's default in WAL mode: FULL */
+  const char *set[] = { "NORMAL", "FULL", "off", "EXTRA", "1", "2", "0", "3", "normal" };
+  const int want[] = { 0, 1, 0, 1, 0, 1, 0, 1, 0 };
+  for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", set[i]);
+    tu_exec(a, sql);
+    CHECK(commit_syncs(a) == want[i]);
+    CHECK(commit_syncs(b) == 1);
+  }
+  CHECK_RC(sqlite3_file_control(a, "main", MW_FCNTL_COMMIT_SYNCS, 0), SQLITE_MISUSE);
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK_RC(sqlite3_close(b), SQLITE_OK);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "reformat-child") == 0) {
     CHECK_RC(sqlite3_initialize(), SQLITE_OK);
@@ -358,6 +386,7 @@ int main(int argc, char **argv) {
   }
   syscalls(tu_dir);
   lock_states(tu_dir);
+  commit_syncs_follow(tu_dir);
   not_a_database(tu_dir);
   read_only_version(tu_dir, 0);
   read_only_version(tu_dir, 1);

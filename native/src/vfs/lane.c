@@ -456,6 +456,10 @@ static int main_fcntl(sqlite3_file *f, int op, void *arg) {
       }
       return SQLITE_OK;
     }
+    case MW_FCNTL_COMMIT_SYNCS:
+      if (arg == 0) return SQLITE_MISUSE;
+      *(int *)arg = l->sync_level >= 2;
+      return SQLITE_OK;
     case MW_FCNTL_EVENT_LOOP:
       if (arg == 0) return SQLITE_MISUSE;
       l->event_loop = *(int *)arg != 0;
