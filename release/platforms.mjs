@@ -230,8 +230,21 @@ async function hostAndWindows() {
     set(win, "C tests", "fail", "test programs not built");
     set(win, "smoke", "fail", "test programs not built");
   } else {
-    const env = { WINEDEBUG: process.env.WINEDEBUG ?? "-all" };
-    const p = await runAsync("platform_test.exe (Wine)", "wine", ["zig-out/release-test/platform_test.exe", scratch], env);
+    // A Wine prefix of this run's own (the user's ~/.wine is left alone), made first with
+    // wineboot. A prefix that wine made on first use while the emulated lanes loaded the
+    // machine once came out broken ("could not load kernel32.dll", every program failed):
+    // then it is made again, once.
+    const prefix = join(repo, "zig-out", "wine-prefix");
+    const env = { WINEDEBUG: process.env.WINEDEBUG ?? "-all", WINEPREFIX: prefix };
+    const boot = async () => (await runAsync("Wine prefix (wineboot --init)", "wine", ["wineboot", "--init"], env)).ok;
+    const broken = (r) => !r.ok && r.out.includes("could not load kernel32.dll");
+    if (!existsSync(prefix)) await boot();
+    let p = await runAsync("platform_test.exe (Wine)", "wine", ["zig-out/release-test/platform_test.exe", scratch], env);
+    if (broken(p)) {
+      rmSync(prefix, { recursive: true, force: true });
+      await boot();
+      p = await runAsync("platform_test.exe (Wine), prefix made again", "wine", ["zig-out/release-test/platform_test.exe", scratch], env);
+    }
     set(win, "C tests", p.ok ? "ok" : "fail", `${p.ok ? "" : "FAILED "}platform_test ${passedCount(p.out)} (Wine; the ${programs} programs are POSIX)`);
     const w = await runAsync("dll_smoke.exe (Wine)", "wine", ["zig-out/release-test/dll_smoke.exe", rel(win, "shared"), rel(win, "extension"), scratch], env);
     set(win, "smoke", w.ok ? "ok" : "fail", w.ok ? `${passedCount(w.out)} checks (Wine)` : `FAILED (${w.why})`);
