@@ -236,7 +236,7 @@ async function hostAndWindows() {
     // then it is made again, once.
     const prefix = join(repo, "zig-out", "wine-prefix");
     const env = { WINEDEBUG: process.env.WINEDEBUG ?? "-all", WINEPREFIX: prefix };
-    const boot = async () => (await runAsync("Wine prefix (wineboot --init)", "wine", ["wineboot", "--init"], env)).ok;
+    const boot = () => runAsync("Wine prefix (wineboot --init)", "wine", ["wineboot", "--init"], env);
     const broken = (r) => !r.ok && r.out.includes("could not load kernel32.dll");
     if (!existsSync(prefix)) await boot();
     let p = await runAsync("platform_test.exe (Wine)", "wine", ["zig-out/release-test/platform_test.exe", scratch], env);

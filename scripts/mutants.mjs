@@ -484,7 +484,6 @@ export const MUTANTS = [
     tests: ["test_engine_async"],
     why: "a polled statement that ended never wakes its caller's loop (Bun's transactionAsync waits forever)",
   },
-
   {
     id: "lane-declaration-gone-before-phase-two",
     file: "vfs/lane.c",
