@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Database, SQLiteError } from "../lib/mod.ts";
 import { Database as DbSqlite } from "../lib/jsr.ts";
-import { tempDir } from "./helpers.ts";
+import { runtime, tempDir } from "./helpers.ts";
 
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const ACCOUNTS = 8;
@@ -349,7 +349,11 @@ describe("transactionAsync", () => {
         let done = 0;
         const runs = Array.from({ length: N }, (_, i) => add(i).then(() => done++));
         await drain();
-        expect([multiwriter, sync, done]).toEqual([multiwriter, sync, waits ? 0 : N]);
+        // Bun hears of a commit on an engine thread only when the loop reads the wake pair;
+        // Deno may resolve a finished nonblocking FFI call between microtasks (seen once at
+        // FULL under qemu), so there only the on-loop side is exact.
+        if (!waits) expect([multiwriter, sync, done]).toEqual([multiwriter, sync, N]);
+        else if (runtime === "bun") expect([multiwriter, sync, done]).toEqual([multiwriter, sync, 0]);
         await Promise.all(runs);
         // Synced at FULL; how many commits one sync covered depends on the threads' timing.
         if (multiwriter && waits) expect(db.stats().logSyncs - syncs).toBeGreaterThan(0);
