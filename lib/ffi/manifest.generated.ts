@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "6090b5f86ad80bd48a49b708f06576e5d44a1cde916e85d261f709266b93ba25",
-        "size": 1853800
+        "sha256": "62beeea96b2e2fbf01cfd1c68d6282cc1c4db26fb5149405d0d55e72fb59d93e",
+        "size": 1853672
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "603df8984d7773850758df184afd77a30b75278a14b796e4c94df46b101d1fe9",
-        "size": 295808
+        "sha256": "7c0329a057be7a3fb9a95ba5549815f6c349daf62009f94825816e323d3948c8",
+        "size": 295680
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "c5946d6302221609997880b1b336b29d9e1376ca0960dc01d96ad8df5972d51d",
-        "size": 1796432
+        "sha256": "89f9bd91106cc6704f462eacd57c8cf9ffcedf955d4e6903d8c5ae87aca7618a",
+        "size": 1796608
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "fba0196d1c21481cbdf6d9f3a05a711df607dbc8b4717857abb6b72848db995d",
-        "size": 287728
+        "sha256": "64487fde14d12f3ed7ed0265718840574b8922c15d11a8bfe1a27d2e40ea7dad",
+        "size": 287904
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "9cf663c6f25883f5993673ac0c1509a55849ee4ef32715be04800ff99862f3bd",
-        "size": 1851640
+        "sha256": "1a5c303c3f22778ec3257c34333200aa6e0736d7d299976c57e804fa669c41ac",
+        "size": 1851512
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "ab31cb0642560369eead2184307593613a4bd24a75840f984a05b98c6f26e9df",
-        "size": 294936
+        "sha256": "000ae0b2c86463c216c22e935dea21ff7b3481045c3d942da73d30eba59788d4",
+        "size": 294808
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "bc13e33c9db36c6f9bcb774c6f0c8f1d525a82855fc26e0f0bc8a99fd01ed3a5",
-        "size": 1794584
+        "sha256": "6c489cd47bd883102e07d9655b38381a0e17274f464cccd9ec528c44fec79ad7",
+        "size": 1794760
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "8a7705aa3fd75653341419f2a3c53a4b11d747943ac74bf2c6421169582bb538",
-        "size": 287088
+        "sha256": "2809935959f3c18c4ad2139ac79b601adf14ebd58d418fd73cd2ce47419048be",
+        "size": 287264
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "7d3761591a5cf0d354bffeea880a29af1565ce866dd22a11478a058d9d6849ed",
-        "size": 1806664
+        "sha256": "3a0f44643271a7dd286fb7b7b58d4546a47a378a310b8d9a15710ddd44956d9a",
+        "size": 1806718
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "d3fe59d1cc64605d83a695f8189459ab7bf25c30ca0767d73cdf557f9ae2f7b6",
-        "size": 293588
+        "sha256": "7f76f159314e39f088237564466ab57b1bc22b5a91a574beccee3698a6a3b367",
+        "size": 293642
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "17e19af1b4be1d9f797ec6c6a792a145eaa8e95059bd9d473c2dd105b8368507",
-        "size": 1887168
+        "sha256": "4740c342cc0c7434f44c5b9be268a6e28a0efdb6815892e4055b44e9d45f8f99",
+        "size": 1887216
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "a69447506c5f6928551d3c76f5cfadc58c927a21b1fec7bc41ca95f663f7eb54",
-        "size": 333640
+        "sha256": "929c72789d3021d275bab0f246ec27f6a3378dfb3cd9be70c647efd641ef1755",
+        "size": 333688
       }
     },
     "win32-x64": {

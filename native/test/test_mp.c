@@ -1567,6 +1567,41 @@ static void shells(const char *dir) {
          prog);
 }
 
+/* The publication lock of a process killed holding it (mp.c, "the publication lock"). A
+** process that waits for it takes it over (kill_rounds, mp_locked); here nobody waits until
+** another process has taken the dead one's slot, so that the slot is alive again: that
+** process frees the lock as it joins, or every commit of the others would wait forever
+** (this test's alarm ends it). */
+static void pub_dead_holder(const char *dir) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/pubdead.db", dir);
+  make_bank(path);
+  sqlite3 *db = tu_open(path, "mw_mp=1");
+  tu_exec(db, "UPDATE acct SET bal = bal - 1 WHERE id = 1; UPDATE acct SET bal = bal + 1 WHERE id = 2");
+  pid_t victim = spawn_writer(path, 0, 0, "mw_mp=1", "mp_locked:1");
+  int vst = tu_wait_status(victim);
+  CHECK(vst == 128 + SIGKILL || vst == 128 + SIGABRT);
+  pid_t idle = spawn_writer(path, 1, -1, "mw_mp=1", 0);
+  /* Joined: its pid in the process table (mp.c's header: u64 per slot from byte 64), read
+  ** by another process (closing a descriptor of the file would drop this one's locks). */
+  uint64_t t0 = tu_now_ns();
+  for (int joined = 0; !joined;) {
+    for (int i = 0; i < 8 && !joined; i++) joined = peek_u64(path, "-mwshm", 64 + 8 * i) == (uint64_t)idle;
+    CHECK(tu_now_ns() - t0 < 20000000000ull);
+    if (!joined) sleep_us(5000);
+  }
+  alarm(30);
+  tu_exec(db, "UPDATE acct SET bal = bal - 1 WHERE id = 3; UPDATE acct SET bal = bal + 1 WHERE id = 4");
+  alarm(0);
+  set_stop(path, 1);
+  CHECK(tu_wait_status(idle) == 0);
+  set_stop(path, 0);
+  CHECK(tu_int(db, "SELECT sum(bal) FROM acct") == (int64_t)ACCTS * START);
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  printf("%s: pub_dead_holder: a writer killed holding the publication lock, its slot taken "
+         "by a new process: the others commit at once\n", prog);
+}
+
 int main(int argc, char **argv) {
   self_exe = argv[0];
   if (argc == 8 && strcmp(argv[1], "writer") == 0) return writer_main(argv);
@@ -1596,6 +1631,7 @@ int main(int argc, char **argv) {
     { "spare_reader", spare_reader }, { "create_race", create_race },
     { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
     { "floor_follows", floor_follows }, { "normal", sync_normal },
+    { "pub_dead_holder", pub_dead_holder },
   };
   const char *only = getenv("MW_MP_CASE");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
