@@ -582,9 +582,17 @@ export class Database {
   // acknowledges a commit once written, as stock WAL does: nothing to share, and the hop
   // to a thread and back cost more than the commit (the counter example's CPU per hit 80 µs
   // against 35, docs/async.md). A progress handler must run on this thread.
-  async #commitAsync(): Promise<void> {
+  // null: committed here, on the loop (a failure throws).
+  #commitAsync(): Promise<void> | null {
     const db = this.#handle();
-    if (this.#progress || !this.#commitSyncs(db)) return this.#internalRun("COMMIT");
+    if (this.#progress || !this.#commitSyncs(db)) {
+      this.#internalRun("COMMIT");
+      return null;
+    }
+    return this.#commitOffLoop(db);
+  }
+
+  async #commitOffLoop(db: Ptr): Promise<void> {
     this.#asyncInFlight++;
     let rc: number;
     try {

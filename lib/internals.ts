@@ -40,7 +40,7 @@ export interface Internals extends Connection {
    * and where it cannot run elsewhere (a progress handler is set: SQLite would call it
    * from another thread).
    */
-  commitAsync(): Promise<void>;
+  commitAsync(): Promise<void> | null;
 }
 
 const registry = new WeakMap<object, Internals>();
