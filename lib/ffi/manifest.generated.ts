@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "62beeea96b2e2fbf01cfd1c68d6282cc1c4db26fb5149405d0d55e72fb59d93e",
-        "size": 1853672
+        "sha256": "cafdfd3ae564ea165be2eb079c4e96fc31f6b8f93bbaf22f41dc51b98c717504",
+        "size": 1853656
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "7c0329a057be7a3fb9a95ba5549815f6c349daf62009f94825816e323d3948c8",
-        "size": 295680
+        "sha256": "c2f81c9d927f3fb11b3456c5e2b28b05175e7a8effd0e39d14e44a804fd2c8de",
+        "size": 295664
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "89f9bd91106cc6704f462eacd57c8cf9ffcedf955d4e6903d8c5ae87aca7618a",
+        "sha256": "3012832c3c22aa9d1fcc27c99e5a03d298e9576fb932168141dd5d65869f8cb6",
         "size": 1796608
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "64487fde14d12f3ed7ed0265718840574b8922c15d11a8bfe1a27d2e40ea7dad",
-        "size": 287904
+        "sha256": "0a44702399b649af982353f26df22b068f6d1bb4536763a69f72b86ffc903832",
+        "size": 287920
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "1a5c303c3f22778ec3257c34333200aa6e0736d7d299976c57e804fa669c41ac",
-        "size": 1851512
+        "sha256": "318a7c531f3b99694e9cdb099ec8542b69126f1ecd745dc125e02b3c8b828d11",
+        "size": 1851496
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "000ae0b2c86463c216c22e935dea21ff7b3481045c3d942da73d30eba59788d4",
-        "size": 294808
+        "sha256": "d6bd9bf2fb134bcd546d723060eee90e51ea8a21c65568b67b98bf3ca197ffa5",
+        "size": 294792
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "6c489cd47bd883102e07d9655b38381a0e17274f464cccd9ec528c44fec79ad7",
-        "size": 1794760
+        "sha256": "61174fabb6bd15d1b1460f45d700be6c06eec11a1e6a5df34a34fe71f195f682",
+        "size": 1794776
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "2809935959f3c18c4ad2139ac79b601adf14ebd58d418fd73cd2ce47419048be",
-        "size": 287264
+        "sha256": "9354a2cd242e7607379782cc63538c2ec2edc51a66daeab204f1026a951490e6",
+        "size": 287280
       }
     },
     "darwin-x64": {

@@ -211,6 +211,26 @@ static int join_take(mw_mp *m, int wait) {
   return rc;
 }
 
+/* Sleeps until the word *w of the header moves from `seen`, `ms` at most (a futex on
+** Linux; elsewhere it looks again every 250 us), and wakes up to `n` sleepers on it. The
+** group sync, the turn and the publication lock wait on words of the header this way. */
+static void word_sleep(uint32_t *w, uint32_t seen, int ms) {
+#ifdef __linux__
+  struct timespec ts = { 0, ms * 1000000L };
+  (void)syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, (void *)0, 0);
+#else
+  for (int i = 0; i < ms * 4 && __atomic_load_n(w, __ATOMIC_SEQ_CST) == seen; i++) mw_sleep_us(250);
+#endif
+}
+
+static void word_wake(uint32_t *w, int n) {
+#ifdef __linux__
+  (void)syscall(SYS_futex, w, FUTEX_WAKE, n, (void *)0, (void *)0, 0);
+#else
+  (void)w, (void)n;
+#endif
+}
+
 /* ---------------------------------------------------------------- the publication lock */
 
 /* One commit at a time across processes. It was a lock byte (fcntl F_SETLKW, then
@@ -252,13 +272,6 @@ static int pub_holder_alive(mw_mp *m, uint32_t word) {
   return held_elsewhere(m->fd, LOCK_SLOT0 + (int)who - 1);
 }
 
-static void pub_wait(uint32_t *w, uint32_t seen) {
-  struct timespec ts = { 0, PUB_LOOK_MS * 1000000L };
-  (void)syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, (void *)0, 0);
-}
-
-static void pub_wake(uint32_t *w) { (void)syscall(SYS_futex, w, FUTEX_WAKE, 1, (void *)0, (void *)0, 0); }
-
 static int pub_take(mw_mp *m) {
   shm_hdr *h = m->hdr;
   uint32_t me = pub_me(m);
@@ -275,7 +288,7 @@ static int pub_take(mw_mp *m) {
       continue;
     }
     __atomic_add_fetch(&h->pub_sleepers, 1, __ATOMIC_SEQ_CST);
-    pub_wait(&h->pub_owner, cur);
+    word_sleep(&h->pub_owner, cur, PUB_LOOK_MS);
     __atomic_sub_fetch(&h->pub_sleepers, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&h->pub_owner, __ATOMIC_SEQ_CST) == cur && !pub_holder_alive(m, cur)) {
       /* Its holder died: free it (the compare keeps a newer holder's), then take it. */
@@ -288,7 +301,7 @@ static int pub_take(mw_mp *m) {
 static void pub_give(mw_mp *m) {
   shm_hdr *h = m->hdr;
   __atomic_store_n(&h->pub_owner, 0, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&h->pub_sleepers, __ATOMIC_SEQ_CST) != 0) pub_wake(&h->pub_owner);
+  if (__atomic_load_n(&h->pub_sleepers, __ATOMIC_SEQ_CST) != 0) word_wake(&h->pub_owner, 1);
 }
 
 /* The word names `who` (slot + 1 or PUB_JOINER), whose holder cannot be alive (see
@@ -297,7 +310,7 @@ static void pub_clear_stale(mw_mp *m, uint32_t who) {
   uint32_t cur = __atomic_load_n(&m->hdr->pub_owner, __ATOMIC_SEQ_CST);
   if (cur != 0 && PUB_WHO(cur) == who &&
       __atomic_compare_exchange_n(&m->hdr->pub_owner, &cur, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-    pub_wake(&m->hdr->pub_owner);
+    word_wake(&m->hdr->pub_owner, 1);
 }
 #else
 static int pub_take(mw_mp *m) { return byte_lock(m->fd, LOCK_PUB, F_WRLCK, 1); }
@@ -760,20 +773,11 @@ void mw_mp_durable(mw_db *db, uint64_t end) { durable_max(db->mp, end); }
 
 static void seq_wake_all(uint32_t *w) {
   __atomic_add_fetch(w, 1, __ATOMIC_SEQ_CST);
-#ifdef __linux__
-  (void)syscall(SYS_futex, w, FUTEX_WAKE, 0x7fffffff, (void *)0, (void *)0, 0);
-#endif
+  word_wake(w, 0x7fffffff);
 }
 
 /* Until *w moves from `seen`, SYNC_POLL_MS at most. */
-static void seq_sleep(uint32_t *w, uint32_t seen) {
-#ifdef __linux__
-  struct timespec ts = { 0, SYNC_POLL_MS * 1000000L };
-  (void)syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, (void *)0, 0);
-#else
-  for (int i = 0; i < 4 && __atomic_load_n(w, __ATOMIC_SEQ_CST) == seen; i++) mw_sleep_us(250);
-#endif
-}
+static void seq_sleep(uint32_t *w, uint32_t seen) { word_sleep(w, seen, SYNC_POLL_MS); }
 
 static int lead_sync(mw_db *db, uint64_t end) {
   mw_mp *m = db->mp;
@@ -866,21 +870,12 @@ int mw_mp_wait_durable(mw_db *db, uint64_t end) {
 
 static void turn_wake(shm_hdr *h, int s) {
   __atomic_add_fetch(&h->turn_wake[s], 1, __ATOMIC_SEQ_CST);
-#ifdef __linux__
-  (void)syscall(SYS_futex, &h->turn_wake[s], FUTEX_WAKE, 1, (void *)0, (void *)0, 0);
-#endif
+  word_wake(&h->turn_wake[s], 1);
 }
 
 /* Until turn_wake[s] moves from `seen`, TURN_POLL_MS at most. */
 static void turn_sleep(shm_hdr *h, int s, uint32_t seen) {
-#ifdef __linux__
-  struct timespec ts = { 0, TURN_POLL_MS * 1000000L };
-  (void)syscall(SYS_futex, &h->turn_wake[s], FUTEX_WAIT, seen, &ts, (void *)0, 0);
-#else
-  /* No shared futex here: look again soon. */
-  for (int i = 0; i < 20 && __atomic_load_n(&h->turn_wake[s], __ATOMIC_SEQ_CST) == seen; i++)
-    mw_sleep_us(250);
-#endif
+  word_sleep(&h->turn_wake[s], seen, TURN_POLL_MS);
 }
 
 /* Moves the turn from `from` (slot + 1) to the earliest waiter, or frees it. The
