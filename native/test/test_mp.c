@@ -1152,9 +1152,10 @@ static int switcher_main(char **argv) {
   return 4;
 }
 
-/* A u64 of <path><suffix> read by a child process: this one has the database open,
-** and closing a descriptor of -mwshm here would drop this process's locks on it. */
-static uint64_t peek_u64(const char *path, const char *suffix, long off) {
+/* f(path, suffix, arg) computed by a child process: this one has the database open, and
+** closing a descriptor of -mwshm here would drop this process's locks on it. */
+typedef uint64_t (*file_fn)(const char *path, const char *suffix, long arg);
+static uint64_t in_child(file_fn f, const char *path, const char *suffix, long arg) {
   int fds[2];
   CHECK(pipe(fds) == 0);
   fflush(stdout);
@@ -1162,7 +1163,7 @@ static uint64_t peek_u64(const char *path, const char *suffix, long off) {
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
-    uint64_t v = file_u64(path, suffix, off);
+    uint64_t v = f(path, suffix, arg);
     _exit(write(fds[1], &v, sizeof v) == (ssize_t)sizeof v ? 0 : 1);
   }
   close(fds[1]);
@@ -1171,6 +1172,25 @@ static uint64_t peek_u64(const char *path, const char *suffix, long off) {
   close(fds[0]);
   CHECK(tu_wait_status(pid) == 0);
   return v;
+}
+
+/* A u64 of <path><suffix>, read by a child process. */
+static uint64_t peek_u64(const char *path, const char *suffix, long off) {
+  return in_child(file_u64, path, suffix, off);
+}
+
+/* The slot whose pid (the process table of <path><suffix>: u64 per slot from byte 64,
+** docs/format.md) is `pid`, UINT64_MAX when none. */
+static uint64_t find_pid(const char *path, const char *suffix, long pid) {
+  for (long i = 0; i < 256; i++)
+    if (file_u64(path, suffix, 64 + 8 * i) == (uint64_t)pid) return (uint64_t)i;
+  return UINT64_MAX;
+}
+
+/* The slot of process `pid` in <path>-mwshm, -1 when it has none. */
+static int slot_of(const char *path, pid_t pid) {
+  uint64_t s = in_child(find_pid, path, "-mwshm", (long)pid);
+  return s == UINT64_MAX ? -1 : (int)s;
 }
 
 /* The log generation in <path>-mwshm (docs/format.md: bytes 2120-2127). */
@@ -1317,9 +1337,7 @@ static void floor_follows(const char *dir) {
   make_bank(path);
   sqlite3 *db = tu_open(path, "mw_mp=1");
   CHECK(tu_int(db, "SELECT count(*) FROM acct") > 0);
-  int slot = -1;
-  for (int i = 0; i < 256 && slot < 0; i++)
-    if (peek_u64(path, "-mwshm", 64 + 8 * i) == (uint64_t)getpid()) slot = i; /* its pid */
+  int slot = slot_of(path, getpid());
   CHECK(slot >= 0);
   pid_t w = spawn_writer(path, 0, 0, "mw_mp=1", 0);
   int stale = 0, moved = 0, rounds = 50;
@@ -1582,13 +1600,12 @@ static void pub_dead_holder(const char *dir) {
   int vst = tu_wait_status(victim);
   CHECK(vst == 128 + SIGKILL || vst == 128 + SIGABRT);
   pid_t idle = spawn_writer(path, 1, -1, "mw_mp=1", 0);
-  /* Joined: its pid in the process table (mp.c's header: u64 per slot from byte 64), read
-  ** by another process (closing a descriptor of the file would drop this one's locks). */
+  /* Joined: its pid in the process table (read by another process: closing a descriptor
+  ** of the file would drop this one's locks). */
   uint64_t t0 = tu_now_ns();
-  for (int joined = 0; !joined;) {
-    for (int i = 0; i < 8 && !joined; i++) joined = peek_u64(path, "-mwshm", 64 + 8 * i) == (uint64_t)idle;
+  while (slot_of(path, idle) < 0) {
     CHECK(tu_now_ns() - t0 < 20000000000ull);
-    if (!joined) sleep_us(5000);
+    sleep_us(5000);
   }
   alarm(30);
   tu_exec(db, "UPDATE acct SET bal = bal - 1 WHERE id = 3; UPDATE acct SET bal = bal + 1 WHERE id = 4");
