@@ -96,28 +96,34 @@ export class AsyncPool {
     return this.#host.shared ? 1 : this.#all.size;
   }
 
-  /** A connection at once (the shared one when free, an idle one, or a new one below the
-   * most), else null: the run then waits in acquire(). */
+  /** An idle connection, or the shared one when free, at once; else null. */
   #acquireNow(): Database | null {
-    if (this.#closed) return null;
+    if (this.#closed || this.#waiting.length > 0) return null;
     const shared = this.#host.shared;
     if (shared !== null) {
       if (this.#sharedBusy) return null;
       this.#sharedBusy = true;
       return shared;
     }
-    const idle = this.#idle.pop();
-    if (idle !== undefined) return idle;
-    if (this.#all.size >= this.#host.max) return null;
-    const d = this.#host.open();
-    this.#all.add(d);
-    return d;
+    return this.#idle.pop() ?? null;
   }
 
   acquire(): Promise<Database> {
     if (this.#closed) return Promise.reject(closedError());
-    const now = this.#acquireNow();
-    if (now !== null) return Promise.resolve(now);
+    const shared = this.#host.shared;
+    if (shared !== null && !this.#sharedBusy) {
+      this.#sharedBusy = true;
+      return Promise.resolve(shared);
+    }
+    if (shared === null) {
+      const idle = this.#idle.pop();
+      if (idle !== undefined) return Promise.resolve(idle);
+      if (this.#all.size < this.#host.max) {
+        const d = this.#host.open();
+        this.#all.add(d);
+        return Promise.resolve(d);
+      }
+    }
     return new Promise((resolve, reject) => this.#waiting.push({ resolve, reject }));
   }
 
