@@ -596,7 +596,7 @@ export class Database {
     this.#asyncInFlight++;
     let rc: number;
     try {
-      rc = await this.#f.execAsync(db, "COMMIT");
+      rc = await this.#f.commitAsync(db);
     } finally {
       this.#asyncInFlight--;
     }

@@ -487,8 +487,8 @@ export const MUTANTS = [
   {
     id: "lane-declaration-gone-before-phase-two",
     file: "vfs/lane.c",
-    find: "      __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);\n    }",
-    replace: "      __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);\n      mw_rebase_forget(l);\n    }",
+    find: "      write_lock_uncount(l);\n    }",
+    replace: "      write_lock_uncount(l);\n      mw_rebase_forget(l);\n    }",
     tests: ["test_engine_interleaved"],
     why: "a rebase declaration is forgotten when SQLite lets the write lock go, before the phase two that publishes a stashed commit: an event loop's commits are never rebased",
   },

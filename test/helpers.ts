@@ -1,7 +1,7 @@
 // test/helpers.ts: what the test files share: the checkout root, temporary folders that
 // are removed after each file, the runtime that runs the suite, and running a fixture in a
 // Worker or in a process of its own.
-import { execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -44,9 +44,20 @@ export function runWorker<T>(script: string, job: object): Promise<T> {
 }
 
 /** Runs the fixture `script` (under test/fixtures/) with `args` in a new process of the
- * runtime that runs the suite and returns its standard output; throws when it fails. */
-export function runFixture(script: string, args: string[], timeoutMs: number): string {
+ * runtime that runs the suite (with `env` added to this one's) and returns its standard
+ * output; throws when it fails. */
+export function runFixture(script: string, args: string[], timeoutMs: number, env: Record<string, string> = {}): string {
   const path = fileURLToPath(new URL(`./fixtures/${script}`, import.meta.url));
   const argv = runtime === "bun" ? [path, ...args] : ["run", "-A", path, ...args];
-  return execFileSync(process.execPath, argv, { encoding: "utf8", stdio: "pipe", timeout: timeoutMs });
+  const r = spawnSync(process.execPath, argv, {
+    encoding: "utf8",
+    stdio: "pipe",
+    timeout: timeoutMs,
+    env: { ...process.env, ...env },
+  });
+  if (r.error === undefined && r.status === 0) return r.stdout;
+  // How it ended comes first, on one line: a CI summary keeps only an error's first line.
+  const how = r.error !== undefined ? String(r.error) : r.signal !== null ? `killed by ${r.signal}` : `exit ${r.status}`;
+  const last = (r.stderr ?? "").trim().split("\n").slice(-1)[0] ?? "";
+  throw new Error(`fixture ${script} failed (${how}): ${last}\n--- stdout:\n${r.stdout}\n--- stderr:\n${r.stderr}`);
 }

@@ -25,7 +25,7 @@ interface BunFfi {
   ) => { ptr: number | null; close(): void };
 }
 
-// execAsync in Bun, which has no nonblocking FFI calls: mw_exec_async_start runs the
+// commitAsync in Bun, which has no nonblocking FFI calls: mw_exec_async_start runs the
 // statement on an engine thread, which then writes a byte to a wake pair (mw_wake_open: two
 // local sockets) whose reading end this loop reads while any statement is in flight; each
 // wake collects the records that ended. Not a thread-safe callback into the loop: one called
@@ -41,7 +41,8 @@ interface Wake {
   handle: Ptr;
   reader: ReadableStreamDefaultReader<Uint8Array>;
 }
-function wokenExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
+const COMMIT = new TextEncoder().encode("COMMIT\0"); // copied by mw_exec_async_start
+function wokenCommit(sym: Symbols): (db: Ptr) => Promise<number> {
   const pending = new Map<Ptr, (rc: number) => void>();
   let wake: Wake | null = null;
   let noPair = false; // mw_wake_open has none here: poll
@@ -86,15 +87,14 @@ function wokenExec(sym: Symbols): (db: Ptr, sql: string) => Promise<number> {
     })();
     return w;
   };
-  return (db, sql) => {
+  return (db) => {
     if (wake === null && !noPair) wake = open();
     const w = wake;
-    const text = new TextEncoder().encode(sql + "\0");
-    const rec = sym.mw_exec_async_start(db, text, w === null ? (null as unknown as Ptr) : w.handle);
+    const rec = sym.mw_exec_async_start(db, COMMIT, w === null ? (null as unknown as Ptr) : w.handle);
     if (!rec) {
       // No engine thread (or no memory for the job): run it here.
       if (pending.size === 0) collect(); // (lets the pair go in time)
-      return Promise.resolve(sym.sqlite3_exec(db, text, null as unknown as Ptr, null as unknown as Ptr, null));
+      return Promise.resolve(sym.sqlite3_exec(db, COMMIT, null as unknown as Ptr, null as unknown as Ptr, null));
     }
     return new Promise<number>((resolve) => {
       pending.set(rec, resolve);
@@ -187,6 +187,6 @@ export function loadBun(path: string): Ffi {
       });
       return { ptr: (cb.ptr ?? 0) as unknown as Ptr, close: () => cb.close() };
     },
-    execAsync: wokenExec(lib.symbols as unknown as Symbols),
+    commitAsync: wokenCommit(lib.symbols as unknown as Symbols),
   };
 }

@@ -94,9 +94,10 @@ export function loadDeno(path: string): Ffi {
       slow.push(name);
     }
   }
-  // execAsync: mw_exec_tracked as a nonblocking call (Deno runs it on a thread of its own
-  // and resolves a promise here).
-  table["mw_exec_tracked$nb"] = { name: "mw_exec_tracked", parameters: ["pointer", "buffer"], result: "i32", nonblocking: true };
+  // commitAsync: mw_commit_tracked as a nonblocking call (Deno runs it on a thread of its
+  // own and resolves a promise here). The call outlives a Worker terminated meanwhile, whose
+  // memory Deno frees under it: it takes no buffer (the SQL text is the engine's).
+  table["mw_commit_tracked$nb"] = { name: "mw_commit_tracked", parameters: ["pointer"], result: "i32", nonblocking: true };
   const lib = D.dlopen(path, table);
   pinLibrary(D, path);
   // Deno returns every 64-bit result as a BigInt; the neutral contract is a number when
@@ -111,8 +112,8 @@ export function loadDeno(path: string): Ffi {
       ? (a: unknown, b: unknown) => narrow(raw(a, b))
       : (...args: unknown[]) => narrow((raw as (...a: unknown[]) => bigint | number)(...args));
   }
-  const nonblocking = lib.symbols["mw_exec_tracked$nb"] as (db: unknown, sql: Uint8Array) => Promise<number>;
-  delete symbols["mw_exec_tracked$nb"];
+  const nonblocking = lib.symbols["mw_commit_tracked$nb"] as (db: unknown) => Promise<number>;
+  delete symbols["mw_commit_tracked$nb"];
   const safe: Record<string, unknown> = { ...symbols };
   for (const name of slow) {
     const raw = lib.symbols[`${name}$slow`] as (...a: unknown[]) => Uint8Array;
@@ -154,9 +155,6 @@ export function loadDeno(path: string): Ffi {
       );
       return { ptr: cb.pointer as unknown as Ptr, close: () => cb.close() };
     },
-    execAsync: (db, sql) => {
-      const text = new TextEncoder().encode(sql + "\0"); // kept alive by this closure until settled
-      return nonblocking(db, text).then((rc) => (void text, rc));
-    },
+    commitAsync: (db) => nonblocking(db),
   };
 }

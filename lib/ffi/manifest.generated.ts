@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "cafdfd3ae564ea165be2eb079c4e96fc31f6b8f93bbaf22f41dc51b98c717504",
-        "size": 1853656
+        "sha256": "425f07f303501523ce99b738c49c369f39d14f3e4fbdb437335c86cfb0665849",
+        "size": 1854072
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "c2f81c9d927f3fb11b3456c5e2b28b05175e7a8effd0e39d14e44a804fd2c8de",
-        "size": 295664
+        "sha256": "6c8d33052d126605e3a2262f794a903189a50c2b01e55508d142c61dbe2aafef",
+        "size": 296096
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "3012832c3c22aa9d1fcc27c99e5a03d298e9576fb932168141dd5d65869f8cb6",
-        "size": 1796608
+        "sha256": "fda4192b39ef8bb802bec2ae0b72a85c36503ddf67ea5d9e35e4efca6a2aae5a",
+        "size": 1796936
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "0a44702399b649af982353f26df22b068f6d1bb4536763a69f72b86ffc903832",
-        "size": 287920
+        "sha256": "863475b3bac3a2283854895b608c5611d7ec94a1b8ca68d08b0bca8a9aea9d47",
+        "size": 288232
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "318a7c531f3b99694e9cdb099ec8542b69126f1ecd745dc125e02b3c8b828d11",
-        "size": 1851496
+        "sha256": "1e4e959ea5fac91d2921085f97795fedf84f22bbc069f10ab185594a9398bd80",
+        "size": 1851896
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "d6bd9bf2fb134bcd546d723060eee90e51ea8a21c65568b67b98bf3ca197ffa5",
-        "size": 294792
+        "sha256": "a135a8feeb0508b1967352598174e01f05e19c5cbc096748923fc57a02e96381",
+        "size": 295192
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "61174fabb6bd15d1b1460f45d700be6c06eec11a1e6a5df34a34fe71f195f682",
-        "size": 1794776
+        "sha256": "ec48511953626630036ec6c9fe102ed4f6537e28087e055d1ece496a9989fc27",
+        "size": 1795088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "9354a2cd242e7607379782cc63538c2ec2edc51a66daeab204f1026a951490e6",
-        "size": 287280
+        "sha256": "0ff7fc9186a96336a5b2f00bafd5fe76c4bfac4090bb91627e0460cbdac71e98",
+        "size": 287592
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "3a0f44643271a7dd286fb7b7b58d4546a47a378a310b8d9a15710ddd44956d9a",
-        "size": 1806718
+        "sha256": "6f034e91199bb3278dd5eb72b962414fd44be5c1707120ddc96550c1f2965550",
+        "size": 1806815
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "7f76f159314e39f088237564466ab57b1bc22b5a91a574beccee3698a6a3b367",
-        "size": 293642
+        "sha256": "661ba799fbd6fba19963e635947b73b94db20d652e079f977baba915125277dc",
+        "size": 293739
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "4740c342cc0c7434f44c5b9be268a6e28a0efdb6815892e4055b44e9d45f8f99",
-        "size": 1887216
+        "sha256": "f91c319278b2702ddee57267b0c76dc01d575a79de4dfe20d5e584eea2788e5e",
+        "size": 1887312
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "929c72789d3021d275bab0f246ec27f6a3378dfb3cd9be70c647efd641ef1755",
-        "size": 333688
+        "sha256": "75b528ed71fc2f961cce52f5e2e378ad51bf76f7196e53cc37c530c170c81cb0",
+        "size": 333784
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "15ea53649df4e3730372e1b00d698a368d45fa58ef284cdab60a4d9fc92881cf",
-        "size": 1748992
+        "sha256": "923ec43cab7d9320f57482623aee920e22a2756976c59ff0edc13a89f33f99dd",
+        "size": 1749504
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "9d0e6e47f961018a0c289a5465e932a5038af75b6f18dd1e6a29dc804a87ec75",
+        "sha256": "efe74ac9d78471f82bdfb2ba381c11ba8a528f2d965774975a4e882928e9a6a4",
         "size": 252928
       }
     }

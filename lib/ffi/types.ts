@@ -75,9 +75,10 @@ export interface Ffi {
   /** Makes a C function pointer of the given callback kind that calls fn. */
   callback<K extends keyof typeof callbacks>(kind: K, fn: CallbackFn<K>): NativeCallback;
   /**
-   * Runs sqlite3_exec(db, sql) off this thread (native/src/vfs/async.c) and resolves with
-   * its result code; db must not be used until then, and mw_exec_wait(db) must come before
+   * Runs COMMIT on db off this thread (native/src/vfs/async.c) and resolves with its
+   * result code; db must not be used until then, and mw_exec_wait(db) must come before
    * its close. Where no thread can run it, it runs here (the promise is then settled).
+   * It may outlive a Worker terminated meanwhile: nothing it uses lives in JavaScript.
    */
-  execAsync(db: Ptr, sql: string): Promise<number>;
+  commitAsync(db: Ptr): Promise<number>;
 }

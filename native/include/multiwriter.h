@@ -157,6 +157,8 @@ MW_API int mw_db_config(struct sqlite3 *db, int op, int value, int *out);
 ** ended, and must call mw_exec_wait(db) before sqlite3_close(db).
 **  - mw_exec_tracked: sqlite3_exec(db, sql) on the calling thread (e.g. a runtime's
 **    nonblocking FFI call), db marked busy meanwhile; returns its result code.
+**    mw_commit_tracked(db) runs COMMIT so, with no argument in the caller's memory (a
+**    runtime may free that memory under a call that outlives the caller's thread).
 **  - mw_exec_async: the same on one of the engine's threads, then done(id, rc) on that
 **    thread. Returns SQLITE_OK when queued (done will be called), else an error code
 **    (done will not be called: run the statement some other way).
@@ -169,6 +171,7 @@ MW_API int mw_db_config(struct sqlite3 *db, int op, int value, int *out);
 **    statement started with it is left to write to it (stop reading it first).
 **  - mw_exec_wait: returns once no statement of db runs or waits here. */
 MW_API int mw_exec_tracked(struct sqlite3 *db, const char *sql);
+MW_API int mw_commit_tracked(struct sqlite3 *db);
 MW_API int mw_exec_async(struct sqlite3 *db, const char *sql, int64_t id,
                          void (*done)(int64_t id, int32_t rc));
 MW_API void *mw_exec_async_start(struct sqlite3 *db, const char *sql, void *wake);

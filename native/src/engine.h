@@ -297,6 +297,7 @@ struct mw_lane {
   uint32_t stash_pages;
   void *stash_owner;           /* the thread that wrote them (mw_thread_write_locks) */
   int *wlock_counter;          /* the thread counter this lane's write lock counts in */
+  mw_owner *wlock_owner;       /* the token holding that counter (a reference), or NULL */
   int poisoned;                /* SQLite believes a refused commit happened: every
                                   later commit of this snapshot is refused */
 

@@ -1104,13 +1104,15 @@ static int release_orphans_locked(mw_db *db) {
       l->counted = 0;
     }
     mw_turn_forget_locked(db, l);
-    /* What was tied to the dead thread: its write-lock counter (its thread-local
-    ** storage is gone: the lock now counts in a counter of no thread) and a commit
+    /* What was tied to the dead thread: its write-lock counter (in its token, let go
+    ** here: the lock now counts in a counter of no thread) and a commit
     ** stashed for phase two (that never comes). The write lock itself stays until
     ** SQLite lets it go: a lane that holds it keeps its snapshot across the swap
     ** of read marks in walRestartLog (lane.c), and this one must keep it too, so
     ** that no new snapshot begins under the released transaction. */
     if (l->write_lock) {
+      if (l->wlock_owner) mw_owner_unref(l->wlock_owner);
+      l->wlock_owner = 0;
       l->wlock_counter = &orphan_write_locks;
       __atomic_add_fetch(&orphan_write_locks, 1, __ATOMIC_RELAXED);
     }

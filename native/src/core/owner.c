@@ -32,6 +32,7 @@ struct mw_owner {
   int refs;                    /* the thread's own (until it ends) + lanes' */
   int ended;                   /* its thread ended */
   int turns;                   /* hot-spot turns taken by the thread and still held */
+  int write_locks;             /* engine write locks it took, still held (lane.c) */
 };
 
 void mw_owner_ref(mw_owner *o) { __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED); }
@@ -45,6 +46,8 @@ int mw_owner_ended(mw_owner *o) { return __atomic_load_n(&o->ended, __ATOMIC_ACQ
 void mw_owner_turns_add(mw_owner *o, int delta) { __atomic_add_fetch(&o->turns, delta, __ATOMIC_RELAXED); }
 
 int mw_owner_turns(mw_owner *o) { return __atomic_load_n(&o->turns, __ATOMIC_RELAXED); }
+
+int *mw_owner_write_locks(mw_owner *o) { return &o->write_locks; }
 
 /* A new token for the calling thread, holding the thread's own reference. */
 static mw_owner *token_new(void) {

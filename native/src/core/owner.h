@@ -24,5 +24,10 @@ int mw_owner_ended(mw_owner *o);
 ** a thread that holds one never waits for another. Atomic. */
 void mw_owner_turns_add(mw_owner *o, int delta);
 int mw_owner_turns(mw_owner *o);
+/* The count of engine write locks the thread took and that are still held (vfs/lane.c
+** keeps it; atomic). It lives in the token, not in the thread's TLS: a COMMIT handed to
+** another thread (vfs/async.c) releases the lock after the thread that took it may have
+** ended, its TLS freed; a lane that counts in it holds a reference. */
+int *mw_owner_write_locks(mw_owner *o);
 
 #endif /* MW_OWNER_H */

@@ -6,7 +6,11 @@
 ** COMMIT runs on a thread of its own: many wait for the same sync, and the loop goes on.
 **
 **  - mw_exec_tracked(db, sql): sqlite3_exec on the calling thread, with db marked busy
-**    meanwhile. Deno calls it as a nonblocking FFI call (its own thread pool).
+**    meanwhile. mw_commit_tracked(db): the same for COMMIT, which Deno calls as a
+**    nonblocking FFI call (its own thread pool). Such a call outlives a Worker
+**    terminated meanwhile: the Worker's memory is freed under it (hence no SQL text
+**    from JavaScript), and its thread ends (hence the write-lock count in the thread's
+**    token, vfs/lane.c, not in its TLS).
 **  - mw_exec_async(db, sql, id, done): the same on one of this file's threads, then
 **    done(id, rc) there (for C callers with a thread-safe way back).
 **  - mw_exec_async_start(db, sql, wake) / mw_exec_async_result(rec): the same without a
@@ -34,6 +38,7 @@
 ** (only through SQLite, as any caller), the callbacks' memory.
 */
 #include "engine.h"
+#include "platform/crash.h"
 #include "platform/platform.h"
 
 #include <stdlib.h>
@@ -152,12 +157,17 @@ MW_API int mw_exec_tracked(sqlite3 *db, const char *sql) {
   int rc = mark_add(db);
   mw_mutex_unlock(&mu);
   if (rc != SQLITE_OK) return rc;
+  mw_pause_point("exec_off_loop"); /* test/async-worker.test.ts: outlives its Worker */
   rc = sqlite3_exec(db, sql, 0, 0, 0);
   mw_mutex_lock(&mu);
   mark_drop(db);
   mw_mutex_unlock(&mu);
   return rc;
 }
+
+/* No argument in the caller's memory: a Deno Worker terminated during the call frees its
+** JavaScript memory under it (sqlite3_exec reads its text again after the statement). */
+MW_API int mw_commit_tracked(sqlite3 *db) { return mw_exec_tracked(db, "COMMIT"); }
 
 MW_API void mw_exec_wait(sqlite3 *db) {
   mw_mutex_lock(&mu);
@@ -185,6 +195,7 @@ static void *worker(void *unused) {
     if (head == 0) tail = 0;
     nqueued--;
     mw_mutex_unlock(&mu);
+    mw_pause_point("exec_off_loop"); /* test/async-worker.test.ts: outlives its Worker */
     int rc = sqlite3_exec(j->db, j->sql, 0, 0, 0);
     /* The mark goes before the callback: the binding may close db from there on. */
     mw_mutex_lock(&mu);

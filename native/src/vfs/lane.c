@@ -24,6 +24,7 @@
 #include "core/commit.h"
 #include "core/datafile.h"
 #include "core/db.h"
+#include "core/owner.h"
 #include "core/pageset.h"
 #include "core/store.h"
 #include "durability/log.h"
@@ -39,8 +40,29 @@
 #define WAL_HDR 32
 #define FRAME_HDR 24
 
+/* The thread's count of engine write locks, where it has no token (owner.h); its
+** address also names the thread that stashes a commit (stash_owner). */
 static _Thread_local int thread_write_locks;
 int *mw_thread_write_locks(void) { return &thread_write_locks; }
+
+/* The write lock counts in the token of the thread that takes it: the COMMIT that
+** lets it go may run on another thread (vfs/async.c) after that one ended. Once the
+** thread ended, its TLS is freed: a count kept there was decremented in freed memory
+** (a Deno Worker terminated with commits in flight corrupted the heap). */
+static void write_lock_count(mw_lane *l) {
+  mw_owner *me = mw_owner_self();
+  if (me) mw_owner_ref(me);
+  l->wlock_owner = me;
+  l->wlock_counter = me ? mw_owner_write_locks(me) : mw_thread_write_locks();
+  __atomic_add_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+}
+
+static void write_lock_uncount(mw_lane *l) {
+  __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+  l->wlock_counter = 0;
+  if (l->wlock_owner) mw_owner_unref(l->wlock_owner);
+  l->wlock_owner = 0;
+}
 
 /* ---------------------------------------------------------------- warm transactions */
 
@@ -168,7 +190,7 @@ static int main_close(sqlite3_file *f) {
   if (l) {
     /* Orders this thread after a release of the transaction (db->mu). */
     if (l->in_snap) (void)mw_db_lane_use(l->db, l);
-    if (l->write_lock) __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+    if (l->write_lock) write_lock_uncount(l);
     if (l->in_snap) snap_end(l);
     mw_db_remove_lane(l->db, l);
     rc = mw_db_release(l->db);
@@ -568,15 +590,14 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
     ** writes other engine databases too (see wal_write). */
     if (lock && !l->write_lock) {
       if (l->in_snap) l->wrote = 1;
-      l->wlock_counter = mw_thread_write_locks();
-      __atomic_add_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+      write_lock_count(l);
       __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED); /* a new write transaction */
       /* A declaration covers one write transaction (rebase.c): the one before ended,
       ** committed or rolled back. It is forgotten here, not when the write lock goes:
       ** SQLite lets the lock go before phase two, where a stashed commit uses it. */
       mw_rebase_forget(l);
     } else if (!lock && l->write_lock) {
-      __atomic_sub_fetch(l->wlock_counter, 1, __ATOMIC_RELAXED);
+      write_lock_uncount(l);
     }
     l->write_lock = lock;
   }
