@@ -98,7 +98,6 @@ export const functions = {
   mw_stats: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
   mw_db_config: { args: ["ptr", "i32", "i32", "buffer"], returns: "i32" },
   mw_rebase_rows_declare: { args: ["ptr", "buffer", "buffer", "i32"], returns: "i32" },
-  mw_exec_tracked: { args: ["ptr", "buffer"], returns: "i32" },
   mw_commit_tracked: { args: ["ptr"], returns: "i32" },
   mw_exec_async_start: { args: ["ptr", "buffer", "ptr"], returns: "ptr" },
   mw_wake_open: { args: ["buffer"], returns: "ptr" },
