@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "425f07f303501523ce99b738c49c369f39d14f3e4fbdb437335c86cfb0665849",
-        "size": 1854072
+        "sha256": "2c038bd692203d8946052a00bbea28d7edf8b7534e6a142591f8b22abca4e634",
+        "size": 1854104
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "6c8d33052d126605e3a2262f794a903189a50c2b01e55508d142c61dbe2aafef",
-        "size": 296096
+        "sha256": "20c6f272f8587b2bf2b19437e13f942b8ade437537d1c410e89b50ef696e3440",
+        "size": 296128
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "fda4192b39ef8bb802bec2ae0b72a85c36503ddf67ea5d9e35e4efca6a2aae5a",
-        "size": 1796936
+        "sha256": "4b811ab7eedd5fcbf5d2d7ed9d8745c55ac931f6d1a67ebc90f3523babe26d4e",
+        "size": 1796952
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "863475b3bac3a2283854895b608c5611d7ec94a1b8ca68d08b0bca8a9aea9d47",
-        "size": 288232
+        "sha256": "d5d6717f5c2ed99c8ed6a979793042edfc4d41355139d751653bc4c00318fc08",
+        "size": 288264
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "1e4e959ea5fac91d2921085f97795fedf84f22bbc069f10ab185594a9398bd80",
-        "size": 1851896
+        "sha256": "762ad09566990b6eb5396543495606bfccf5483754748e2f341a76e2c5e07dd8",
+        "size": 1851928
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "a135a8feeb0508b1967352598174e01f05e19c5cbc096748923fc57a02e96381",
-        "size": 295192
+        "sha256": "9602a71f4c363217c0f67df0c6428f8dc02b8ea32f5ee0459a26543747ff8b33",
+        "size": 295224
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ec48511953626630036ec6c9fe102ed4f6537e28087e055d1ece496a9989fc27",
-        "size": 1795088
+        "sha256": "6ae20aca0fa0d36d2089088d3c6265cf441b8b75727f029d500db4a1cb8444ed",
+        "size": 1795104
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "0ff7fc9186a96336a5b2f00bafd5fe76c4bfac4090bb91627e0460cbdac71e98",
-        "size": 287592
+        "sha256": "4f0ad96bbafd718e74548309e57d20792e729e0abbc18aad5eb74dfb25180f27",
+        "size": 287624
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "6f034e91199bb3278dd5eb72b962414fd44be5c1707120ddc96550c1f2965550",
+        "sha256": "bace836aa37b8b227f25202258904f06c4bdf42e0cd413d37938b9e6bb1bc650",
         "size": 1806815
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "661ba799fbd6fba19963e635947b73b94db20d652e079f977baba915125277dc",
+        "sha256": "e9910e08e06792c6c46c6a1899d5eb55c7400fd5ede16fd0c4aee03bfd293581",
         "size": 293739
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "f91c319278b2702ddee57267b0c76dc01d575a79de4dfe20d5e584eea2788e5e",
+        "sha256": "ed318258cf97f935d7f38e3eac5687c400870706a7d8432df918ff290fce1200",
         "size": 1887312
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "75b528ed71fc2f961cce52f5e2e378ad51bf76f7196e53cc37c530c170c81cb0",
+        "sha256": "e30b39337b53ea005db9194f70e06d5937f6ad52d24c65abcc2b85fa2dbee132",
         "size": 333784
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "923ec43cab7d9320f57482623aee920e22a2756976c59ff0edc13a89f33f99dd",
+        "sha256": "d26b89f22315a4653bc1bb532fdf15361b0659a7f726018c54374888936c9bbe",
         "size": 1749504
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "efe74ac9d78471f82bdfb2ba381c11ba8a528f2d965774975a4e882928e9a6a4",
+        "sha256": "cbde40d556e685e17e8ac1f7bf427953531601d538ea5933e8fb561bd38d6901",
         "size": 252928
       }
     }

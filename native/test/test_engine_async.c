@@ -3,7 +3,9 @@
 **  - 16 connections of one thread each hold a write transaction; their COMMITs go to
 **    mw_exec_async together: every one commits, the callbacks come from other threads,
 **    and they share data syncs (fewer syncs than commits: the group commit groups them,
-**    which one thread committing in turn never lets it do);
+**    which one thread committing in turn never lets it do); when one of them loses,
+**    only that one is refused (each thread's phase two publishes its own stash only;
+**    stashes wait 2 ms, MW_PAUSE_AT=lane_stashed:2, so that they meet);
 **  - a transaction over main and an attached database, committed on another thread
 **    while a further connection of the first thread holds a write lock: both halves or
 **    neither (the databases of one transaction are found through the thread that began
@@ -80,6 +82,28 @@ static void grouped(const char *dir) {
     }
     CHECK(on_other_thread == N);
   }
+  /* A round where one commit loses (another connection changed its row first): only
+  ** that one is refused. Grouped with the others' stashes, it took them down with it. */
+  sqlite3 *x = tu_open(path, "");
+  reset();
+  for (int i = 0; i < N; i++) {
+    snprintf(sql, sizeof sql, "BEGIN; UPDATE t SET v = randomblob(3000) WHERE id = %d", i);
+    tu_exec(c[i], sql);
+  }
+  tu_exec(x, "UPDATE t SET v = randomblob(3000) WHERE id = 0");
+  for (int i = 0; i < N; i++) CHECK_RC(mw_exec_async(c[i], "COMMIT", i, done), SQLITE_OK);
+  wait_done(N);
+  CHECK_RC(rcs[0], SQLITE_BUSY);
+  CHECK_RC(sqlite3_extended_errcode(c[0]), SQLITE_BUSY_SNAPSHOT);
+  if (!sqlite3_get_autocommit(c[0])) tu_exec(c[0], "ROLLBACK");
+  int refused = 0;
+  for (int i = 1; i < N; i++) {
+    if (rcs[i] != SQLITE_OK) refused++;
+    CHECK(sqlite3_get_autocommit(c[i]));
+  }
+  if (refused) fprintf(stderr, "test_engine_async: %d unrelated commits refused with the loser\n", refused);
+  CHECK(refused == 0);
+  CHECK_RC(sqlite3_close(x), SQLITE_OK);
   int64_t syncs = tu_stat(c[0], MW_STAT_LOG_SYNCS) - syncs0;
   CHECK(tu_int(c[0], "SELECT count(*) FROM t WHERE v <> zeroblob(3000)") == N);
   printf("test_engine_async: %d rounds of %d commits on other threads at once: %lld data syncs\n",
@@ -174,6 +198,9 @@ static void attached_and_lost(const char *dir) {
 int main(void) {
   CHECK_RC(sqlite3_initialize(), SQLITE_OK);
   main_thread = pthread_self();
+  /* A stash waits 2 ms before its phase two: the commits running at once all stash
+  ** before any publishes, so a phase two that took another thread's stash is seen. */
+  setenv("MW_PAUSE_AT", "lane_stashed:2", 1);
   const char *dir = tu_tmpdir("async");
   grouped(dir);
   attached_and_lost(dir);

@@ -748,6 +748,7 @@ static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 of
         l->stash_pages = db_pages;
         __atomic_store_n(&l->stash_owner, (void *)mw_thread_write_locks(), __ATOMIC_RELAXED);
         __atomic_store_n(&l->stashed, 1, __ATOMIC_RELEASE);
+        mw_pause_point("lane_stashed"); /* test_engine_async: stashes of threads at once */
         return SQLITE_OK;
       }
       int rc = mw_commit(l, l->committed_frames, frame + 1, db_pages);
