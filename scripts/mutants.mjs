@@ -745,8 +745,8 @@ export const MUTANTS = [
   {
     id: "mp-floor-stale",
     file: "core/db.c",
-    find: "  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */",
-    replace: "  if (db->mp) mw_mp_floor(db, db->oldest);",
+    find: "  mw_mp_floor(db, m); /* a compactor may go that far now */",
+    replace: "  mw_mp_floor(db, db->oldest);",
     tests: ["test_mp"],
     env: { MW_MP_CASE: "floor_follows" },
     why: "a process's published floor stays at an old snapshot until its next garbage collection: the other processes' compactions stop far behind and every log switch copies hundreds of epochs of records",

@@ -868,8 +868,14 @@ void mw_db_snapshot_begin(mw_db *db, mw_lane *l, uint64_t *pSnap, uint32_t *pSiz
 ** compaction: only the process with the lowest floor may compact, and each end moved
 ** its own oldest past the others' floors before its compactor came round. */
 static void snapshot_ended_locked(mw_db *db, uint64_t was) {
-  if (was == db->oldest) recompute_oldest_locked(db);
-  if (db->mp) mw_mp_floor(db, oldest_now_locked(db)); /* a compactor may go that far now */
+  if (!db->mp) {
+    if (was == db->oldest) recompute_oldest_locked(db);
+    return;
+  }
+  /* One walk of the lanes for both (it was two, about 3% of a commit's CPU). */
+  uint64_t m = oldest_now_locked(db);
+  if (was == db->oldest && m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
+  mw_mp_floor(db, m); /* a compactor may go that far now */
 }
 
 void mw_db_snapshot_end(mw_db *db, mw_lane *l) {
