@@ -469,6 +469,14 @@ export const MUTANTS = [
     why: "commits of one event loop running on several threads at once are grouped as one transaction: unrelated commits are refused together",
   },
   {
+    id: "lane-warm-wal-reaches-autocheckpoint",
+    file: "vfs/lane.c",
+    find: "      l->committed_frames >= (uint64_t)(l->autockpt / 2 + 1))\n    l->must_reset = 1;",
+    replace: "      l->committed_frames >= (uint64_t)(l->autockpt / 2 + 1))\n    (void)0;",
+    tests: ["test_engine_checkpoint"],
+    why: "a lone warm writer's private WAL reaches wal_autocheckpoint: SQLite's automatic checkpoint, a real one for the engine, stalls it for milliseconds every few hundred commits at synchronous=NORMAL",
+  },
+  {
     id: "commit-syncs-below-full",
     file: "vfs/lane.c",
     find: "      *(int *)arg = l->sync_level >= 2;",

@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "2c038bd692203d8946052a00bbea28d7edf8b7534e6a142591f8b22abca4e634",
-        "size": 1854104
+        "sha256": "6969604d9845729e8a31c959600dd958c1effea6eb0b01d5f8b6cfc91c16afa1",
+        "size": 1854264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "20c6f272f8587b2bf2b19437e13f942b8ade437537d1c410e89b50ef696e3440",
-        "size": 296128
+        "sha256": "9e62ac3a67da4e88fc9a7d352a990a68d7dc37d02b15b46668b6623b374d3fa7",
+        "size": 296304
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "4b811ab7eedd5fcbf5d2d7ed9d8745c55ac931f6d1a67ebc90f3523babe26d4e",
-        "size": 1796952
+        "sha256": "d521b3b253343cbc88486cae480c9bf24d6ca8b50dc4969c439c524b4b51ad56",
+        "size": 1797112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "d5d6717f5c2ed99c8ed6a979793042edfc4d41355139d751653bc4c00318fc08",
-        "size": 288264
+        "sha256": "fe794e3167bf54743cd179f7424c3891e484fbe1ce960eb5b3f10ff01d6c60e4",
+        "size": 288440
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "762ad09566990b6eb5396543495606bfccf5483754748e2f341a76e2c5e07dd8",
-        "size": 1851928
+        "sha256": "a873c8e9ae84bc4b934630624654db4fdbb3e37ae65dbcb5470e977d4c872230",
+        "size": 1852088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "9602a71f4c363217c0f67df0c6428f8dc02b8ea32f5ee0459a26543747ff8b33",
-        "size": 295224
+        "sha256": "e99e0113acc8067d5d66746b07fa81a51171e428146341a6f625fa9e813855cf",
+        "size": 295368
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "6ae20aca0fa0d36d2089088d3c6265cf441b8b75727f029d500db4a1cb8444ed",
-        "size": 1795104
+        "sha256": "c5db292bbf7e6665b0f042d098ab138621979c24e72220fa42363c76694f750a",
+        "size": 1795264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "4f0ad96bbafd718e74548309e57d20792e729e0abbc18aad5eb74dfb25180f27",
-        "size": 287624
+        "sha256": "85b9fb8947dfa685fe6bf019d23559150272d02265cd62f9107ef438fb6c28ca",
+        "size": 287800
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "bace836aa37b8b227f25202258904f06c4bdf42e0cd413d37938b9e6bb1bc650",
+        "sha256": "cf5d9c55a0054a8189b6d7bc1dc6f7b5fe5c8385e6a7b84110372c1b3c277324",
         "size": 1806815
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "e9910e08e06792c6c46c6a1899d5eb55c7400fd5ede16fd0c4aee03bfd293581",
+        "sha256": "f36df5b793c82116778d0b186c90df6a11cdb33c11e50818be64f09fe4a52050",
         "size": 293739
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "ed318258cf97f935d7f38e3eac5687c400870706a7d8432df918ff290fce1200",
+        "sha256": "226097250b081726879692a21e1a7f9fe6c5185edd178a4cfe07be04a94100c2",
         "size": 1887312
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "e30b39337b53ea005db9194f70e06d5937f6ad52d24c65abcc2b85fa2dbee132",
+        "sha256": "8b64d3e502a2672f5295c3adcde94a6823e98f5df1c935ec6c2f7e0da1184333",
         "size": 333784
       }
     },
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "d26b89f22315a4653bc1bb532fdf15361b0659a7f726018c54374888936c9bbe",
+        "sha256": "3891e1a340e881b24064ef85ff54a095f9fec38bfa1d535d0fd2aeb4b24f6e9f",
         "size": 1749504
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "cbde40d556e685e17e8ac1f7bf427953531601d538ea5933e8fb561bd38d6901",
-        "size": 252928
+        "sha256": "37761aea7cb0a88c212b54ee14b007bfe2e35a325be073f93fafa86fc9168a61",
+        "size": 253440
       }
     }
   }

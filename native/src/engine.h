@@ -288,6 +288,9 @@ struct mw_lane {
                                   cache holds pages its read set lacks, so its commit
                                   is refused if any other commit came after its
                                   snapshot (lane.c, commit.c) */
+  int autockpt;                /* observed PRAGMA wal_autocheckpoint (SQLite's default
+                                  1000): a warm lane goes cold before its private WAL
+                                  reaches it (lane.c, snap_end) */
 
   /* A commit of a transaction that writes several engine databases (attached ones)
   ** waits for SQLite's commit phase two and is published with the others, all or

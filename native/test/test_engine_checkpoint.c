@@ -19,6 +19,8 @@
 **    fails, every row is in the file after the last close;
 **  - autocheckpoint: a commit of more than wal_autocheckpoint pages runs SQLite's own
 **    checkpoint in the committing thread: it completes, and the file holds it;
+**  - lone writer: below FULL, a warm lane goes cold before SQLite's automatic
+**    checkpoint would run (400 small commits run none), and reads right;
 **  - vacuum into: with mw_plain_output set around the statement, VACUUM INTO through an
 **    engine connection writes a plain database (stock SQLite reads it in rollback mode)
 **    holding the commits acknowledged before it and not another connection's open one;
@@ -321,6 +323,30 @@ static void case_autocheckpoint(const char *dir) {
   printf("%s: autocheckpoint: a commit over wal_autocheckpoint pages left the file whole\n", prog);
 }
 
+/* A connection alone on its file stays warm after its commits, and its private WAL
+** grows: at wal_autocheckpoint frames SQLite would run a checkpoint after a commit, a
+** real one for the engine (compaction, syncs, the mark off and on again), which stalled
+** a lone writer for milliseconds every few hundred commits. Below FULL the lane goes
+** cold at half of it instead: 400 small commits at NORMAL run no checkpoint (no
+** compaction: the timer's is 5 s away), and read right. */
+static void case_lone_writer(const char *dir) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/lone.db", dir);
+  sqlite3 *a = tu_open(path, "");
+  tu_exec(a, "PRAGMA synchronous=NORMAL");
+  tu_exec(a, "PRAGMA wal_autocheckpoint=100");
+  tu_exec(a, "CREATE TABLE t(id INTEGER PRIMARY KEY, n)");
+  int64_t c0 = tu_stat(a, MW_STAT_COMPACTIONS);
+  for (int i = 0; i < 400; i++) tu_exec(a, "INSERT INTO t(n) VALUES((SELECT count(*) FROM t))");
+  int64_t compactions = tu_stat(a, MW_STAT_COMPACTIONS) - c0;
+  if (compactions) fprintf(stderr, "%s: lone writer: %lld compactions\n", prog, (long long)compactions);
+  CHECK(compactions == 0);
+  CHECK(tu_int(a, "SELECT count(*) FROM t WHERE n = id - 1") == 400);
+  CHECK_RC(sqlite3_close(a), SQLITE_OK);
+  CHECK(stock_rows_of_copy(path) == 400);
+  printf("%s: lone writer: 400 commits at NORMAL, wal_autocheckpoint=100: no checkpoint ran\n", prog);
+}
+
 /* VACUUM INTO path on db, with mw_plain_output set around it; its result code. */
 static int vacuum_into(sqlite3 *db, const char *path, int plain) {
   char *sql = sqlite3_mprintf("VACUUM INTO %Q", path);
@@ -388,6 +414,7 @@ int main(void) {
   case_processes(dir);
   case_busy_writers(dir);
   case_autocheckpoint(dir);
+  case_lone_writer(dir);
   case_vacuum_into(dir);
   tu_rmdir();
   printf("%s: ok\n", prog);
