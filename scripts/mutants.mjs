@@ -477,6 +477,14 @@ export const MUTANTS = [
     why: "a lone warm writer's private WAL reaches wal_autocheckpoint: SQLite's automatic checkpoint, a real one for the engine, stalls it for milliseconds every few hundred commits at synchronous=NORMAL",
   },
   {
+    id: "lane-polled-version-goes-cold",
+    file: "vfs/lane.c",
+    find: "  if (l->wrote && !l->keeps_version && l->sync_level < 2 && l->autockpt > 0 &&",
+    replace: "  if (l->wrote && l->sync_level < 2 && l->autockpt > 0 &&",
+    tests: ["test_engine_isolation"],
+    why: "a connection that polls PRAGMA data_version goes cold every few hundred of its own commits at synchronous=NORMAL: data_version moves without another connection's commit",
+  },
+  {
     id: "commit-syncs-below-full",
     file: "vfs/lane.c",
     find: "      *(int *)arg = l->sync_level >= 2;",

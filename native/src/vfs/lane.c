@@ -184,8 +184,10 @@ static void snap_end(mw_lane *l) {
   ** 1 writer, medians of 5 paired runs: bulk 1.24x, hot 1.45x, transfer 1.33x at OFF
   ** (1.14x, 1.62x, 1.36x at NORMAL). Not at FULL, where it measured 0.91-0.97x: every
   ** commit syncs there, and the checkpoints' log switches likely kept the log in its
-  ** zeroed spare file, which growing it instead costs (not examined further). */
-  if (l->wrote && l->sync_level < 2 && l->autockpt > 0 &&
+  ** zeroed spare file, which growing it instead costs (not examined further). Nor for
+  ** a connection that polls data_version: going cold moves it (its own commits must
+  ** not). */
+  if (l->wrote && !l->keeps_version && l->sync_level < 2 && l->autockpt > 0 &&
       l->committed_frames >= (uint64_t)(l->autockpt / 2 + 1))
     l->must_reset = 1;
   l->wrote = 0;
