@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "6969604d9845729e8a31c959600dd958c1effea6eb0b01d5f8b6cfc91c16afa1",
+        "sha256": "16213d2321a5f96aca67b976109742af1431173c2e45d9a6442847003f26649e",
         "size": 1854264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "9e62ac3a67da4e88fc9a7d352a990a68d7dc37d02b15b46668b6623b374d3fa7",
+        "sha256": "9f51f05e13a87cc33eca55436e52b59e082ec257d2d4812ef1c56dd96321de0e",
         "size": 296304
       }
     },
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "d521b3b253343cbc88486cae480c9bf24d6ca8b50dc4969c439c524b4b51ad56",
-        "size": 1797112
+        "sha256": "d62abe7ccf5874f79a5aa325e363721f0a2d5cbc3126c923294ddc89cfb8d083",
+        "size": 1797128
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "fe794e3167bf54743cd179f7424c3891e484fbe1ce960eb5b3f10ff01d6c60e4",
-        "size": 288440
+        "sha256": "93d4f8f8b4fa54324be94f246156983433c337ad829ed1dfc1ec78725104c5e0",
+        "size": 288456
       }
     },
     "linux-x64-musl": {
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "a873c8e9ae84bc4b934630624654db4fdbb3e37ae65dbcb5470e977d4c872230",
+        "sha256": "6a559c98d3d8a8ea702c62f62297166ee1d2fbdb339fb82a5b4208edb69296dd",
         "size": 1852088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "e99e0113acc8067d5d66746b07fa81a51171e428146341a6f625fa9e813855cf",
+        "sha256": "e60da5da7b5500164dba3b3e0ddc74dec018d1364c7cad07be85ee2f5bac91d1",
         "size": 295368
       }
     },
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "c5db292bbf7e6665b0f042d098ab138621979c24e72220fa42363c76694f750a",
+        "sha256": "022c983f546a1523da1e7032b86d80f3bc0c0a4fa75bbabf9ab0f342d2cb5a34",
         "size": 1795264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "85b9fb8947dfa685fe6bf019d23559150272d02265cd62f9107ef438fb6c28ca",
+        "sha256": "5cb01c47e0c6cd563124bdfbc76cc1e00122f40bbdfda9db6e66089ce2d2af0c",
         "size": 287800
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "cf5d9c55a0054a8189b6d7bc1dc6f7b5fe5c8385e6a7b84110372c1b3c277324",
+        "sha256": "daed122b6b3d331633f0825dfbe8b6804010cb8d14a7f0321932f23fa75bbf77",
         "size": 1806815
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "f36df5b793c82116778d0b186c90df6a11cdb33c11e50818be64f09fe4a52050",
+        "sha256": "9a31f38dfd30478f9b271cdb946133b9e0d099515a7c787d84044e4ea300b8db",
         "size": 293739
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "226097250b081726879692a21e1a7f9fe6c5185edd178a4cfe07be04a94100c2",
+        "sha256": "ea2cd506a578f84d0a3482d9cb32b85e58bbe7d8e51c8d47b85403ace6d9e516",
         "size": 1887312
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "8b64d3e502a2672f5295c3adcde94a6823e98f5df1c935ec6c2f7e0da1184333",
+        "sha256": "1111b0068c7a20df328a934d3865e2fae9f392beafe460151eb92fecc7787dab",
         "size": 333784
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "3891e1a340e881b24064ef85ff54a095f9fec38bfa1d535d0fd2aeb4b24f6e9f",
+        "sha256": "f912cef9900239f48640c23592b55250785b22d91a022099b93d05659f6c96fe",
         "size": 1749504
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "37761aea7cb0a88c212b54ee14b007bfe2e35a325be073f93fafa86fc9168a61",
+        "sha256": "f96a7410c975139081a6b3c99071c728914fda59181adcf26c7c0f8f02e58a77",
         "size": 253440
       }
     }
