@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "16213d2321a5f96aca67b976109742af1431173c2e45d9a6442847003f26649e",
-        "size": 1854264
+        "sha256": "30e3db2bdce49b80695d93a38748a8641ff82b3f3b2d2ffc951aa9d2cf41bbb6",
+        "size": 1854232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "9f51f05e13a87cc33eca55436e52b59e082ec257d2d4812ef1c56dd96321de0e",
-        "size": 296304
+        "sha256": "a01ed455145f49255ad9979725a5f37f07cbce657fdfa4d42d00c23772da45f3",
+        "size": 296256
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "d62abe7ccf5874f79a5aa325e363721f0a2d5cbc3126c923294ddc89cfb8d083",
-        "size": 1797128
+        "sha256": "64e4f7a08dc83e389e8883cf972ea657cd6cdb5f8b5b0ff95577bc6c8675efe4",
+        "size": 1797112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "93d4f8f8b4fa54324be94f246156983433c337ad829ed1dfc1ec78725104c5e0",
-        "size": 288456
+        "sha256": "e9cf891ed1503a8c623b9c25a2dc33c4bf114302c0d6892f05b00f730989123e",
+        "size": 288424
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "6a559c98d3d8a8ea702c62f62297166ee1d2fbdb339fb82a5b4208edb69296dd",
-        "size": 1852088
+        "sha256": "c5190eaacec8c9d51cd69eb5187eab57e3a48bf04773b4f3e38c7c126a575517",
+        "size": 1852056
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "e60da5da7b5500164dba3b3e0ddc74dec018d1364c7cad07be85ee2f5bac91d1",
-        "size": 295368
+        "sha256": "b833a1e8ae8f4f65f61821144ce9a3602fe74c54422ee32c13ebafc6ff02dbdd",
+        "size": 295320
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "022c983f546a1523da1e7032b86d80f3bc0c0a4fa75bbabf9ab0f342d2cb5a34",
+        "sha256": "fee3d20d0e7a4e339527bb6e214bb313cd99643d3554472c882215dfcb1e248f",
         "size": 1795264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "5cb01c47e0c6cd563124bdfbc76cc1e00122f40bbdfda9db6e66089ce2d2af0c",
-        "size": 287800
+        "sha256": "2d2654745ea44e976f3564dc878272cccc642fdb1920dfe2972850bd57bec3ee",
+        "size": 287784
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "daed122b6b3d331633f0825dfbe8b6804010cb8d14a7f0321932f23fa75bbf77",
-        "size": 1806815
+        "sha256": "a2296633254bdc482451e62b30c9c6faf5eb58a37379ea6a7cccf6095db334fa",
+        "size": 1806844
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "9a31f38dfd30478f9b271cdb946133b9e0d099515a7c787d84044e4ea300b8db",
-        "size": 293739
+        "sha256": "dc64f2a85d6adec5dbcdc39dbaf6d4ae2fd699d2b9333c2cc2eafb462cf8b093",
+        "size": 293768
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "ea2cd506a578f84d0a3482d9cb32b85e58bbe7d8e51c8d47b85403ace6d9e516",
-        "size": 1887312
+        "sha256": "8f3efd268a526242bd40f0e782c6616a09179362aad94c683bfcfa8d4b1fd4ee",
+        "size": 1887344
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "1111b0068c7a20df328a934d3865e2fae9f392beafe460151eb92fecc7787dab",
-        "size": 333784
+        "sha256": "5d47434653327ee5b5e3cfb688d5bba751777e240eb874c1125b272e0a2babba",
+        "size": 333816
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "f912cef9900239f48640c23592b55250785b22d91a022099b93d05659f6c96fe",
+        "sha256": "155b107a1d1f086eec38298e5b6654352c85e7f02d3aaff3a5320bd292fcc700",
         "size": 1749504
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "f96a7410c975139081a6b3c99071c728914fda59181adcf26c7c0f8f02e58a77",
+        "sha256": "f8856d7a3f3566703905e0e9ec742354a842b1b66cf81238a774fe9bc68a6938",
         "size": 253440
       }
     }

@@ -151,18 +151,24 @@ static void once(void) {
 
 /* ---------------------------------------------------------------- the calls */
 
+/* Runs a marked statement, then drops its mark (before any callback: the binding may
+** close db from there on). */
+static int exec_marked(sqlite3 *db, const char *sql) {
+  mw_pause_point("exec_off_loop"); /* test/async-worker.test.ts: outlives its Worker */
+  int rc = sqlite3_exec(db, sql, 0, 0, 0);
+  mw_mutex_lock(&mu);
+  mark_drop(db);
+  mw_mutex_unlock(&mu);
+  return rc;
+}
+
 MW_API int mw_exec_tracked(sqlite3 *db, const char *sql) {
   if (db == 0 || sql == 0) return SQLITE_MISUSE;
   mw_mutex_lock(&mu);
   int rc = mark_add(db);
   mw_mutex_unlock(&mu);
   if (rc != SQLITE_OK) return rc;
-  mw_pause_point("exec_off_loop"); /* test/async-worker.test.ts: outlives its Worker */
-  rc = sqlite3_exec(db, sql, 0, 0, 0);
-  mw_mutex_lock(&mu);
-  mark_drop(db);
-  mw_mutex_unlock(&mu);
-  return rc;
+  return exec_marked(db, sql);
 }
 
 /* No argument in the caller's memory: a Deno Worker terminated during the call frees its
@@ -195,12 +201,7 @@ static void *worker(void *unused) {
     if (head == 0) tail = 0;
     nqueued--;
     mw_mutex_unlock(&mu);
-    mw_pause_point("exec_off_loop"); /* test/async-worker.test.ts: outlives its Worker */
-    int rc = sqlite3_exec(j->db, j->sql, 0, 0, 0);
-    /* The mark goes before the callback: the binding may close db from there on. */
-    mw_mutex_lock(&mu);
-    mark_drop(j->db);
-    mw_mutex_unlock(&mu);
+    int rc = exec_marked(j->db, j->sql);
     if (j->done) j->done(j->id, rc);
     if (j->rec) {
       j->rec->rc = rc;
