@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "30e3db2bdce49b80695d93a38748a8641ff82b3f3b2d2ffc951aa9d2cf41bbb6",
+        "sha256": "3066c15170067fde62d2d1ab04c75f3a5e0219dfed99ee9ffebdfb4175e7a762",
         "size": 1854232
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "a01ed455145f49255ad9979725a5f37f07cbce657fdfa4d42d00c23772da45f3",
+        "sha256": "024f691a5072d86f19d7f9cd41ef80c0c8ffe7969e534ec10a66d4ee0ce623e6",
         "size": 296256
       }
     },
@@ -31,13 +31,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "64e4f7a08dc83e389e8883cf972ea657cd6cdb5f8b5b0ff95577bc6c8675efe4",
+        "sha256": "1d514ab795e6cef8749a6e7eb3f37b07747b82ba648720cdfae7a736a398fade",
         "size": 1797112
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "e9cf891ed1503a8c623b9c25a2dc33c4bf114302c0d6892f05b00f730989123e",
+        "sha256": "5b1e58e1057c762ca2e5180f18627a08324ef789b1589104cec928a2bb6cac61",
         "size": 288424
       }
     },
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "c5190eaacec8c9d51cd69eb5187eab57e3a48bf04773b4f3e38c7c126a575517",
+        "sha256": "d6418e525d935b0c8f35c1b2deb4b1359f4490b1e594d18cca30780621ae884d",
         "size": 1852056
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "b833a1e8ae8f4f65f61821144ce9a3602fe74c54422ee32c13ebafc6ff02dbdd",
+        "sha256": "10314bc7d786e934ee5ab5297f309d15e92c1cfe9aaa1ef92b494a7e11965c26",
         "size": 295320
       }
     },
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "fee3d20d0e7a4e339527bb6e214bb313cd99643d3554472c882215dfcb1e248f",
+        "sha256": "e610fdfe36b620773c34f05d5ffc6016630c4bb678944b2a388f61e933bc2148",
         "size": 1795264
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "2d2654745ea44e976f3564dc878272cccc642fdb1920dfe2972850bd57bec3ee",
+        "sha256": "984b8bd8ba513255288637f84fddbe02bba59f4dac7002ac5fdce965c92450dc",
         "size": 287784
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "a2296633254bdc482451e62b30c9c6faf5eb58a37379ea6a7cccf6095db334fa",
+        "sha256": "8a82f131a79db8d3e777f594cd4340227c66972afee29ba33a7b45f9a33f71df",
         "size": 1806844
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "dc64f2a85d6adec5dbcdc39dbaf6d4ae2fd699d2b9333c2cc2eafb462cf8b093",
+        "sha256": "f9cd9efe56f8f8f567826f08daeaad51f1d3d30b6bfda816a23d575532deb505",
         "size": 293768
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "8f3efd268a526242bd40f0e782c6616a09179362aad94c683bfcfa8d4b1fd4ee",
+        "sha256": "4ce4e60c9fd85528dc2e09c61dee4872aa9349216e3f5ca09f7764361ad0766f",
         "size": 1887344
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "5d47434653327ee5b5e3cfb688d5bba751777e240eb874c1125b272e0a2babba",
+        "sha256": "ae578785b41acbb74ff89a7c8fc4288fb8195e7fa4f01360ed86c1c5bbf5afaa",
         "size": 333816
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "155b107a1d1f086eec38298e5b6654352c85e7f02d3aaff3a5320bd292fcc700",
+        "sha256": "74214c5c2af118cabc126445fe245f72b297e98d6d6905d23b46c0c30aacb3bb",
         "size": 1749504
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "f8856d7a3f3566703905e0e9ec742354a842b1b66cf81238a774fe9bc68a6938",
+        "sha256": "d10d27abe98541a29b5ef11306effe7c09dec038754e03ed96ed57670a523d78",
         "size": 253440
       }
     }

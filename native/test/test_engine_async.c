@@ -51,6 +51,22 @@ static void reset(void) {
   pthread_mutex_unlock(&mu);
 }
 
+/* Each connection of c begins a write transaction on its own row. */
+static void begin_all(sqlite3 **c) {
+  char sql[200];
+  for (int i = 0; i < N; i++) {
+    snprintf(sql, sizeof sql, "BEGIN; UPDATE t SET v = randomblob(3000) WHERE id = %d", i);
+    tu_exec(c[i], sql);
+  }
+}
+
+/* Their COMMITs sent off this thread together; back once every one ended. */
+static void commit_all(sqlite3 **c) {
+  reset();
+  for (int i = 0; i < N; i++) CHECK_RC(mw_exec_async(c[i], "COMMIT", i, done), SQLITE_OK);
+  wait_done(N);
+}
+
 static void grouped(const char *dir) {
   char path[400], sql[200];
   snprintf(path, sizeof path, "%s/group.db", dir);
@@ -67,13 +83,8 @@ static void grouped(const char *dir) {
   /* Rounds: commits on several threads at once must each stay their own transaction
   ** (a stash found by another thread's phase two grouped them, and refused some). */
   for (int round = 0; round < ROUNDS; round++) {
-    reset();
-    for (int i = 0; i < N; i++) {
-      snprintf(sql, sizeof sql, "BEGIN; UPDATE t SET v = randomblob(3000) WHERE id = %d", i);
-      tu_exec(c[i], sql);
-    }
-    for (int i = 0; i < N; i++) CHECK_RC(mw_exec_async(c[i], "COMMIT", i, done), SQLITE_OK);
-    wait_done(N);
+    begin_all(c);
+    commit_all(c);
     for (int i = 0; i < N; i++) {
       if (rcs[i] != SQLITE_OK)
         fprintf(stderr, "round %d, commit %d: %s\n", round, i, sqlite3_errmsg(c[i]));
@@ -85,14 +96,9 @@ static void grouped(const char *dir) {
   /* A round where one commit loses (another connection changed its row first): only
   ** that one is refused. Grouped with the others' stashes, it took them down with it. */
   sqlite3 *x = tu_open(path, "");
-  reset();
-  for (int i = 0; i < N; i++) {
-    snprintf(sql, sizeof sql, "BEGIN; UPDATE t SET v = randomblob(3000) WHERE id = %d", i);
-    tu_exec(c[i], sql);
-  }
+  begin_all(c);
   tu_exec(x, "UPDATE t SET v = randomblob(3000) WHERE id = 0");
-  for (int i = 0; i < N; i++) CHECK_RC(mw_exec_async(c[i], "COMMIT", i, done), SQLITE_OK);
-  wait_done(N);
+  commit_all(c);
   CHECK_RC(rcs[0], SQLITE_BUSY);
   CHECK_RC(sqlite3_extended_errcode(c[0]), SQLITE_BUSY_SNAPSHOT);
   if (!sqlite3_get_autocommit(c[0])) tu_exec(c[0], "ROLLBACK");

@@ -817,10 +817,12 @@ static uint64_t oldest_now_locked(mw_db *db) {
   return m;
 }
 
-static void recompute_oldest_locked(mw_db *db) {
-  uint64_t m = oldest_now_locked(db);
+/* db->oldest only rises (pruning may already have passed an older one). */
+static void raise_oldest_locked(mw_db *db, uint64_t m) {
   if (m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
 }
+
+static void recompute_oldest_locked(mw_db *db) { raise_oldest_locked(db, oldest_now_locked(db)); }
 
 void mw_db_add_lane(mw_db *db, mw_lane *l) {
   mw_cond_init(&l->turn_wake);
@@ -874,7 +876,7 @@ static void snapshot_ended_locked(mw_db *db, uint64_t was) {
   }
   /* One walk of the lanes for both (it was two, about 3% of a commit's CPU). */
   uint64_t m = oldest_now_locked(db);
-  if (was == db->oldest && m > db->oldest) __atomic_store_n(&db->oldest, m, __ATOMIC_RELEASE);
+  if (was == db->oldest) raise_oldest_locked(db, m);
   mw_mp_floor(db, m); /* a compactor may go that far now */
 }
 
