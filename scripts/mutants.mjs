@@ -77,6 +77,22 @@ export const MUTANTS = [
     tests: ["test_engine_wakes"],
     why: "a committer whose group's write is in progress sleeps at once instead of spinning briefly for it (a context switch where the write takes about as long)",
   },
+  {
+    id: "log-spare-too-small",
+    file: "durability/log_group.c",
+    find: "  if (s && s->cap < len) {",
+    replace: "  if (0) {",
+    tests: ["test_log_group", "test_log_recover"],
+    why: "a kept record buffer smaller than the next record is reused: the record overruns it (heap corruption, a wrong record in the log)",
+  },
+  {
+    id: "log-spare-given-back-early",
+    file: "durability/log_group.c",
+    find: "  mw_staged *s = npages < 0 ? 0 : staged_new(log, len);",
+    replace: "  mw_staged *s = npages < 0 ? 0 : staged_new(log, len);\n  if (s) staged_done(log, s);",
+    tests: ["test_log_group", "test_engine_storm"],
+    why: "a record's buffer is kept for the next record while its own record is still waiting to be written: another commit's pages replace it",
+  },
   // ---- background.c ----------------------------------------------------------------------
   {
     id: "bg-wake-signal-while-running",
@@ -197,13 +213,11 @@ export const MUTANTS = [
     file: "compact/compact.c",
     find:
       "  if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);\n" +
-      "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
-      "  free(pages);\n" +
+      "  free(pages); /* the images are the store's (mw_store_collect) */\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +
       "  return move_log_base(db, m, how);\n",
     replace:
-      "  for (int i = 0; i < n; i++) free(pages[i].img);\n" +
       "  free(pages);\n" +
       "  if (rc != SQLITE_OK) return rc;\n" +
       "  mw_crash_point(\"compact_before_log\");\n" +

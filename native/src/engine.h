@@ -76,7 +76,7 @@ typedef struct mw_store {
 } mw_store;
 
 /* One page to write back into the database file (mw_store_collect). */
-typedef struct mw_page_out { uint32_t pgno; unsigned char *img; } mw_page_out;
+typedef struct mw_page_out { uint32_t pgno; const unsigned char *img; } mw_page_out;
 
 /* ---------------------------------------------------------------- page sets */
 typedef struct mw_pageset {

@@ -174,7 +174,7 @@ static void swap_bytes(unsigned char *a, unsigned char *b, size_t size) {
 }
 
 static void sift_down(unsigned char *base, size_t root, size_t n, size_t size,
-                      int (*cmp)(const void *, const void *, void *), void *ctx) {
+                      int (*cmp)(const void *, const void *, const void *), const void *ctx) {
   for (;;) {
     size_t child = 2 * root + 1;
     if (child >= n) return;
@@ -186,7 +186,7 @@ static void sift_down(unsigned char *base, size_t root, size_t n, size_t size,
 }
 
 void mw_sort(void *base, size_t n, size_t size,
-             int (*cmp)(const void *a, const void *b, void *ctx), void *ctx) {
+             int (*cmp)(const void *a, const void *b, const void *ctx), const void *ctx) {
   unsigned char *b = base;
   if (n < 2) return;
   for (size_t i = n / 2; i-- > 0;) sift_down(b, i, n, size, cmp, ctx);

@@ -77,7 +77,7 @@ uint32_t mw_get_varint(const unsigned char *p, const unsigned char *end, uint64_
 
 /* In-place heapsort (no allocation, unlike some qsort implementations). */
 void mw_sort(void *base, size_t n, size_t size,
-             int (*cmp)(const void *a, const void *b, void *ctx), void *ctx);
+             int (*cmp)(const void *a, const void *b, const void *ctx), const void *ctx);
 
 /* 1 when page_size is a power of two in 512..65536 and usable_size is in
 ** 480..page_size (the limits SQLite enforces when it opens a file). */

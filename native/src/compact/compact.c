@@ -237,8 +237,7 @@ static int compact_to(mw_db *db, uint64_t since, uint64_t m, uint64_t end, int h
       rc = f->pMethods->xTruncate(f, (sqlite3_int64)size * pgsz);
   }
   if (rc == SQLITE_OK) rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
-  for (int i = 0; i < n; i++) free(pages[i].img);
-  free(pages);
+  free(pages); /* the images are the store's (mw_store_collect) */
   if (rc != SQLITE_OK) return rc;
   mw_crash_point("compact_before_log");
   return move_log_base(db, m, how);

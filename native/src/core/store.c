@@ -312,9 +312,11 @@ void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visi
   if (pChains) *pChains = chains;
 }
 
-/* The copies are the compactor thread's: libc's heap, like the rest of the engine,
-** so that they never count in SQLite's memory status or its heap limits (a
-** background thread would make sqlite3_memory_used move while no statement runs,
+/* No copies: a compaction's pages were each copied out of the store, and the copies,
+** megabytes a compaction under a steady load, went back to the system after it and
+** came in again (page faults) at the next one. The array is libc's heap, like the rest
+** of the engine, so that it never counts in SQLite's memory status or its heap limits
+** (a background thread would make sqlite3_memory_used move while no statement runs,
 ** and a hard_heap_limit fail a compaction). */
 int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN) {
   mw_page_out *out = 0;
@@ -335,11 +337,8 @@ int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **p
         out = no;
         cap = ncap;
       }
-      const unsigned char *src = mw_store_image(s, c, v, &rc);
-      if (src == 0) break;
-      unsigned char *img = malloc((size_t)s->page_size);
-      if (img == 0) { rc = SQLITE_NOMEM; break; }
-      memcpy(img, src, (size_t)s->page_size);
+      const unsigned char *img = mw_store_image(s, c, v, &rc);
+      if (img == 0) break;
       out[n].pgno = c->pgno;
       out[n].img = img;
       n++;
@@ -347,7 +346,6 @@ int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **p
     mw_mutex_unlock(&st->mu);
   }
   if (rc != SQLITE_OK) {
-    for (int k = 0; k < n; k++) free(out[k].img);
     free(out);
     out = 0;
     n = 0;

@@ -53,9 +53,11 @@ int mw_store_read(mw_store *s, uint32_t pgno, uint64_t snap, const uint64_t *own
 void mw_store_gc(mw_store *s, uint64_t oldest, uint64_t compacted, uint64_t visible,
                  int64_t *pPinned, int64_t *pChains);
 
-/* One page to write back into the database file. */
-/* Collects a copy of the newest version <= upto of every page changed after `since`.
-** *pOut is malloc'ed (free each img and the array with free). */
+/* Collects the newest version <= upto of every page changed after `since`: *pOut is
+** malloc'ed (free the array with free), its images are the store's own, not copies.
+** The caller pins `upto` (db->compacting, compact.c): pruning keeps the newest version
+** <= upto of every page, garbage collection is the caller's, and no image changes once
+** installed, so the images stay whole until the pin goes. */
 int mw_store_collect(mw_store *s, uint64_t since, uint64_t upto, mw_page_out **pOut, int *pN);
 
 #endif /* MW_STORE_H */

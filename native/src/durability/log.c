@@ -353,6 +353,7 @@ static void free_log(mw_log *log) {
     free(log->staged);
     log->staged = next;
   }
+  mw_log_free_spares(log);
   free(log->idx);
   free(log->path);
   free(log->tmp_path);

@@ -72,6 +72,55 @@ int mw_log_grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target
   return rc;
 }
 
+/* ---- records' buffers ---------------------------------------------------------------- */
+
+/* A record's buffer holds its pages: tens of kilobytes for a transaction of a few pages.
+** Freed after each write, it went back to the system with the pages freed beside it,
+** and its memory faulted in again at the next commit, a page fault per 4 KiB. So the
+** buffers of written records are kept for the next ones (up to MW_LOG_SPARES of at most
+** MW_STAGED_KEEP bytes each), in slots taken and given back by atomic exchange: no lock
+** on the commit path, and a slot is one thread's once taken. */
+#define MW_STAGED_KEEP ((size_t)1 << 20)
+
+static mw_staged *staged_new(mw_log *log, size_t len) {
+  mw_staged *s = 0;
+  for (int i = 0; i < MW_LOG_SPARES && s == 0; i++)
+    if (__atomic_load_n(&log->spare[i], __ATOMIC_RELAXED))
+      s = __atomic_exchange_n(&log->spare[i], (mw_staged *)0, __ATOMIC_ACQUIRE);
+  if (s && s->cap < len) {
+    free(s);
+    s = 0;
+  }
+  if (s == 0) {
+    /* Room for a record a little larger than this one, as the next may be. */
+    size_t cap = len + len / 4;
+    s = malloc(sizeof(*s) + cap);
+    if (s == 0) return 0;
+    s->cap = cap;
+  }
+  s->len = len;
+  s->buf = (unsigned char *)(s + 1);
+  return s;
+}
+
+static void staged_done(mw_log *log, mw_staged *s) {
+  if (s->cap <= MW_STAGED_KEEP)
+    for (int i = 0; i < MW_LOG_SPARES; i++) {
+      mw_staged *none = 0;
+      if (__atomic_compare_exchange_n(&log->spare[i], &none, s, 0, __ATOMIC_RELEASE,
+                                      __ATOMIC_RELAXED))
+        return;
+    }
+  free(s);
+}
+
+void mw_log_free_spares(mw_log *log) {
+  for (int i = 0; i < MW_LOG_SPARES; i++) {
+    free(log->spare[i]);
+    log->spare[i] = 0;
+  }
+}
+
 /* ---- group commit ---------------------------------------------------------------- */
 
 /* Writes the contiguous prefix of staged records while no one else writes, until
@@ -108,7 +157,7 @@ void mw_log_write_ready(mw_log *log, uint64_t until) {
     if (rc == SQLITE_OK && mfd != MW_FD_INVALID) rc = mw_file_pwritev(mfd, iov, n, mphys, 0);
     while (first) {
       mw_staged *next = first->next;
-      free(first);
+      staged_done(log, first);
       first = next;
     }
     mw_mutex_lock(&log->mu);
@@ -277,7 +326,7 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
                   uint32_t flags, int npages, const uint32_t *pgnos,
                   const unsigned char *const *images) {
   size_t len = (size_t)rec_size(log->page_size, npages < 0 ? 0 : (uint64_t)npages);
-  mw_staged *s = npages < 0 ? 0 : malloc(sizeof(*s) + len);
+  mw_staged *s = npages < 0 ? 0 : staged_new(log, len);
   if (!s) {
     mw_mutex_lock(&log->mu);
     /* The offset is taken: without this record nothing after it can be written. */
@@ -288,15 +337,13 @@ int mw_log_submit(mw_log *log, uint64_t offset, uint64_t epoch, uint32_t db_page
   }
   s->next = 0;
   s->off = offset;
-  s->len = len;
-  s->buf = (unsigned char *)(s + 1);
   mw_log_encode_record(log, s->buf, len, epoch, db_pages, flags, npages, pgnos, images);
 
   mw_mutex_lock(&log->mu);
   int rc = log->error;
   if (rc != SQLITE_OK) {
     mw_mutex_unlock(&log->mu);
-    free(s);
+    staged_done(log, s);
     return rc;
   }
   /* Insert in offset order; records usually arrive nearly in order, at the end. */

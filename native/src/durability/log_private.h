@@ -21,6 +21,7 @@
 ** give none: the default mw_log_max_mb. */
 #define SHARED_ROOM_MAX ((uint64_t)64 << 20)
 #define MW_LOG_MAX_IOV 256          /* records per pwritev */
+#define MW_LOG_SPARES 4             /* written records' buffers kept for the next ones */
 #define MW_LOG_COPY_CHUNK (1u << 20) /* compaction copies in chunks of this size */
 
 /* One submitted record waiting to be written: the exact bytes of the record. */
@@ -28,6 +29,7 @@ typedef struct mw_staged {
   struct mw_staged *next;
   uint64_t off;  /* logical offset */
   size_t len;
+  size_t cap;    /* room after the struct (len or more: a kept buffer, log_group.c) */
   unsigned char *buf; /* points right after the struct */
 } mw_staged;
 
@@ -95,6 +97,8 @@ struct mw_log {
   int write_mirrored, sync_mirrored; /* that write (sync) also goes to mfd */
   int error;             /* sticky error, SQLITE_OK while healthy */
   mw_staged *staged;     /* submitted, not yet written, sorted by offset */
+  mw_staged *spare[MW_LOG_SPARES]; /* written, kept for the next records: taken and given
+                                      back by atomic exchange, not under mu (log_group.c) */
   mw_log_entry *idx;     /* records in the log, in epoch order */
   size_t nidx, capidx;
   size_t nres;           /* reservations held (each becomes one idx entry) */
@@ -187,6 +191,8 @@ int mw_log_grow_file(const mw_log *log, mw_fd fd, uint64_t from, uint64_t target
 /* log_group.c: writes the contiguous prefix of staged records while no one else
 ** writes, until everything before `until` is written. Called and returns with mu held. */
 void mw_log_write_ready(mw_log *log, uint64_t until);
+/* log_group.c: frees the written records' buffers kept for the next ones (at close). */
+void mw_log_free_spares(mw_log *log);
 /* log_group.c: the grower's step (a job of the shared background workers). */
 uint64_t mw_log_grower_step(void *arg);
 

@@ -48,14 +48,14 @@ size_t mw_merge_scratch_size(uint32_t page_size) {
   return 5 * max_entries(page_size) * sizeof(ent) + sizeof(int64_t);
 }
 
-static int by_child(const void *x, const void *y, void *c) {
+static int by_child(const void *x, const void *y, const void *c) {
   (void)c;
   uint32_t a = ((const ent *)x)->child, b = ((const ent *)y)->child;
   return a < b ? -1 : a > b;
 }
 
 /* +inf (has_hi == 0) sorts last */
-static int by_upper(const void *x, const void *y, void *c) {
+static int by_upper(const void *x, const void *y, const void *c) {
   (void)c;
   const ent *a = x, *b = y;
   if (!a->has_hi || !b->has_hi) return (int)b->has_hi - (int)a->has_hi;

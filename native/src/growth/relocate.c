@@ -56,7 +56,7 @@ typedef struct reloc_ctx {
   uint32_t bad_pgno;
 } reloc_ctx;
 
-static int cmp_pgno(const void *x, const void *y, void *c) {
+static int cmp_pgno(const void *x, const void *y, const void *c) {
   const mw_wpage *ws = c;
   uint32_t a = ws[*(const uint32_t *)x].pgno, b = ws[*(const uint32_t *)y].pgno;
   return a < b ? -1 : a > b;
