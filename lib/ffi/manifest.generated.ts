@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "3066c15170067fde62d2d1ab04c75f3a5e0219dfed99ee9ffebdfb4175e7a762",
-        "size": 1854232
+        "sha256": "b8c67f8a79e2dde837a8aaf6a2f03fe6724072d3612e62afc97a4f0e5090d927",
+        "size": 1854568
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "024f691a5072d86f19d7f9cd41ef80c0c8ffe7969e534ec10a66d4ee0ce623e6",
-        "size": 296256
+        "sha256": "adc645b39f456fd3e9a692b2866425e850763daf0ef780bba275560064846d27",
+        "size": 296592
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "1d514ab795e6cef8749a6e7eb3f37b07747b82ba648720cdfae7a736a398fade",
-        "size": 1797112
+        "sha256": "946b8024455006f131df159b04fa545a61acf7ee5978ef8284965a2361270966",
+        "size": 1797640
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "5b1e58e1057c762ca2e5180f18627a08324ef789b1589104cec928a2bb6cac61",
-        "size": 288424
+        "sha256": "2d7f8fd252305d6f5e2c4c3cc250ec5000fa471aeeb088784c574efdf3f1e57b",
+        "size": 288952
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "d6418e525d935b0c8f35c1b2deb4b1359f4490b1e594d18cca30780621ae884d",
-        "size": 1852056
+        "sha256": "2f58aeffafc131db09237ebdcdf13549dfe28e93dbe2daf994add12ad5eb413a",
+        "size": 1852392
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "10314bc7d786e934ee5ab5297f309d15e92c1cfe9aaa1ef92b494a7e11965c26",
-        "size": 295320
+        "sha256": "a7eb53ca4c88e01dc201d9e4f96b6d0139d91297d234741ff8e47a0bde105e3f",
+        "size": 295656
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "e610fdfe36b620773c34f05d5ffc6016630c4bb678944b2a388f61e933bc2148",
-        "size": 1795264
+        "sha256": "f3b2e166c10e51b72520ffc7748ee22acf7ba4f70c94387118ae06e5caddc24a",
+        "size": 1795776
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "984b8bd8ba513255288637f84fddbe02bba59f4dac7002ac5fdce965c92450dc",
-        "size": 287784
+        "sha256": "fc1bdb0be19ac60de82fcaf6c90e26c5355f8208364c605f075adf924a78f5ac",
+        "size": 288296
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "8a82f131a79db8d3e777f594cd4340227c66972afee29ba33a7b45f9a33f71df",
-        "size": 1806844
+        "sha256": "74ba5b9100f39cff3a8d98a8d0cc7165ebb7666f1846577da743712fda6ebf4f",
+        "size": 1806880
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "f9cd9efe56f8f8f567826f08daeaad51f1d3d30b6bfda816a23d575532deb505",
-        "size": 293768
+        "sha256": "00b24f444507f0f83ed64ea6ead47458d8958ec8550ce83589a4881dc0cf31b0",
+        "size": 293804
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "4ce4e60c9fd85528dc2e09c61dee4872aa9349216e3f5ca09f7764361ad0766f",
-        "size": 1887344
+        "sha256": "8f5352923c6be4812298e7b4eab065b7eb61e3007beb63a29edb1cbbbd6eecbf",
+        "size": 1887376
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "ae578785b41acbb74ff89a7c8fc4288fb8195e7fa4f01360ed86c1c5bbf5afaa",
-        "size": 333816
+        "sha256": "92821d854fda188dfedab92774505561bfa74a17630a8abefbb32bcba79166b3",
+        "size": 333848
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "74214c5c2af118cabc126445fe245f72b297e98d6d6905d23b46c0c30aacb3bb",
-        "size": 1749504
+        "sha256": "f9c54261c2d04a165417faa510f14c72f8cd2cc0198162ce4b896cc225e89e38",
+        "size": 1750016
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "d10d27abe98541a29b5ef11306effe7c09dec038754e03ed96ed57670a523d78",
+        "sha256": "f0e2b5b2e30bed280f285aadd2a469e5b8a02160c56bc1b5ed80acebf6e09c0e",
         "size": 253440
       }
     }
