@@ -3,9 +3,10 @@
 // target, and prints one table: target / built / C tests / smoke / TS suite.
 //   built     the target's folder in zig-out/release passes release/check-artifacts.mjs
 //             (Android and iOS: the compile-only check of `zig build mobile-check`)
-//   C tests   the 22 programs of native/test, built for the target and run: natively
-//             (x64 musl), under qemu-user (arm64); platform_test (platform.h) for the
-//             target too; Windows: platform_test.exe under Wine (the C suite is POSIX)
+//   C tests   the programs of native/test, built for the target and run at
+//             MW_TEST_SCALE=0.25: natively (x64 musl), under qemu-user (arm64);
+//             platform_test (platform.h) for the target too; Windows: platform_test.exe
+//             under Wine (the C suite is POSIX)
 //   smoke     release/test/dll_smoke loads the target's released library and extension
 //             at run time and uses them (under qemu-user or Wine where needed)
 //   TS suite  vitest under the target's own Bun and Deno binaries (ts-emulated.mjs)
@@ -19,7 +20,8 @@
 // which runs one file at a time, takes the idle core. Two lanes, not more: some tests
 // check latencies (test_engine_turn_cross: no transaction held 250 ms), which a
 // machine loaded far beyond its cores breaks. Each run's output is printed whole when it
-// ends. MW_PLATFORMS_SERIAL=1 runs everything one after the other.
+// ends; a run that outlasts MW_PLATFORMS_RUN_LIMIT_S (900 s) is killed and fails.
+// MW_PLATFORMS_SERIAL=1 runs everything one after the other.
 //   node release/platforms.mjs [--require-all] [--no-ts]
 //   --require-all  a cell that cannot run because a tool is missing fails instead of
 //                  being skipped (CI installs every tool: .ci/run)
@@ -105,25 +107,56 @@ function run(label, cmd, cmdArgs, env = {}, cwd = repo) {
   timings.push([label, secs]);
   return { ok: r.status === 0, out, secs, why: r.error ? r.error.message : `exit ${r.status ?? r.signal}` };
 }
+/** The longest one run of the lanes may take (s): then it is killed and fails, so that a
+ * hang (once seen under qemu) ends as a failure with its output, not as CI's timeout. */
+const RUN_LIMIT_S = Number(process.env.MW_PLATFORMS_RUN_LIMIT_S ?? 900);
+const active = new Set(); // the lanes' running processes (each the leader of its group)
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.on(sig, () => {
+    for (const pid of active) killGroup(pid);
+    process.exit(130);
+  });
+}
+function killGroup(pid) {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
 /** run() for the lanes: the output is kept and printed in one piece when the run ends. */
 function runAsync(label, cmd, cmdArgs, env = {}, cwd = repo) {
   console.log(`\n== started: ${label}`);
   const t0 = performance.now();
   return new Promise((resolve) => {
-    const child = spawn(cmd, cmdArgs, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    // A group of its own, so that the limit kills what the run started too.
+    const child = spawn(cmd, cmdArgs, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
     const chunks = [];
     child.stdout.on("data", (d) => chunks.push(d));
     child.stderr.on("data", (d) => chunks.push(d));
-    let error = null;
+    let error = null, timedOut = false, ended = false;
     child.on("error", (e) => (error = e));
-    child.on("close", (code, signal) => {
+    const end = (code, signal) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(timer);
+      active.delete(child.pid);
       const secs = (performance.now() - t0) / 1000;
       const out = Buffer.concat(chunks).toString("utf8");
-      console.log(`\n== ${label} (${secs.toFixed(0)} s): ${show(cmd, cmdArgs)}`);
+      console.log(`\n== ${label} (${secs.toFixed(0)} s${timedOut ? `, KILLED after the limit of ${RUN_LIMIT_S} s` : ""}): ${show(cmd, cmdArgs)}`);
       printOut(out);
       timings.push([label, secs]);
-      resolve({ ok: code === 0 && !error, out, secs, why: error ? error.message : `exit ${code ?? signal}` });
-    });
+      const why = timedOut ? `timed out (${RUN_LIMIT_S} s)` : error ? error.message : `exit ${code ?? signal}`;
+      resolve({ ok: code === 0 && !error && !timedOut, out, secs, why });
+    };
+    if (child.pid) active.add(child.pid);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid);
+      // A process that escaped the group may hold the pipes open: end without them.
+      setTimeout(() => end(null, "SIGKILL"), 5000);
+    }, RUN_LIMIT_S * 1000);
+    child.on("close", end);
   });
 }
 const secs = (s) => `${s.toFixed(0)} s`;
@@ -188,7 +221,10 @@ async function linuxTarget(target) {
   const zigArgs = ["scripts/zig.mjs", "build", "test", `-Dtarget=${zigTriple[target]}`, "--summary", "all"];
   if (r.how === "qemu") zigArgs.push("-fqemu");
   if (TARGETS[target].libc === "glibc") zigArgs.push("--glibc-runtimes", "/usr");
-  const t = await runAsync(`C tests ${target}`, node, zigArgs);
+  // At a quarter of their loops (MW_TEST_SCALE, as mutation testing runs them): the host runs
+  // them whole in `npm test`; here they check the same code built for the target. Whole,
+  // test_faults alone took 6 minutes under qemu.
+  const t = await runAsync(`C tests ${target}`, node, zigArgs, { MW_TEST_SCALE: process.env.MW_TEST_SCALE ?? "0.25" });
   if (!t.ok) {
     // The failing programs' own lines (the summary tree may push them out of the tail).
     const lines = t.out.split("\n").filter((l) => /CHECK failed|CHECK_RC|FAIL|error:|Assertion|panic|signal/.test(l));
@@ -203,7 +239,7 @@ async function linuxTarget(target) {
   const exe = (name) => join(repo, "zig-out", "release-test", target, name);
   const p = testPrograms.ok ? await runOn(target, `platform_test ${target}`, exe("platform_test"), [scratch]) : { ok: false, out: "" };
   const ok = t.ok && passed === programs && p.ok;
-  const notPassed = failedNames.length ? ` (not passed: ${failedNames.join(" ")})` : "";
+  const notPassed = t.why.startsWith("timed out") ? ` (${t.why})` : failedNames.length ? ` (not passed: ${failedNames.join(" ")})` : "";
   set(target, "C tests", ok ? "ok" : "fail", `${passed}/${programs}${notPassed}${p.ok ? ` + platform_test ${passedCount(p.out)}` : " platform_test FAILED"} (${r.how}, ${secs(t.secs)})`);
   // The released library loaded at run time.
   const rel = (role) => join(releaseDir, target, TARGETS[target].files[role]);

@@ -60,7 +60,7 @@ const STEPS = [
   { name: "release build (zig build release)", cmd: ["node", "scripts/zig.mjs", "build", "release", "--summary", "none"], full: true },
   // The targets this x86_64 machine can run, emulated: C tests, library smoke, TS suite;
   // ends with the table of what ran on each target (every tool must be there).
-  { name: "other platforms (release/platforms.mjs)", cmd: ["node", "release/platforms.mjs", "--require-all"], full: true, needs: ["qemu-aarch64", "wine64"] },
+  { name: "other platforms (release/platforms.mjs)", cmd: ["node", "release/platforms.mjs", "--require-all"], full: true, needs: ["qemu-aarch64", "wine64"], limit: 2700 },
   // SQLite's own Tcl test suite with the engine as the default VFS, compared with the
   // expected differences (docs/sqlite-tests.md).
   { name: "SQLite's Tcl suite (scripts/sqlite-tcl/run.sh)", cmd: ["bash", "scripts/sqlite-tcl/run.sh"], full: true, needs: ["tcl-dev"] },
@@ -109,12 +109,33 @@ checkPrerequisites();
 
 const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, "");
 
+/** The longest a step may take (s) unless it says (`limit`): then it is killed and fails, so
+ * that a hang ends as a failure with its output before CI's own limit (90 minutes). */
+const STEP_LIMIT_S = 1800;
+let current = null; // the running step's process (its own group)
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.on(sig, () => {
+    if (current) killGroup(current.pid, "SIGTERM");
+    process.exit(130);
+  });
+}
+function killGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
 function run(step) {
   const [program, ...args] = typeof step.cmd === "function" ? step.cmd() : step.cmd;
+  const limit = step.limit ?? STEP_LIMIT_S;
   console.log(`\n=== ${step.name}: ${[program, ...args].join(" ")}`);
   return new Promise((resolve) => {
-    const child = spawn(program, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-    let output = "";
+    // A group of its own, so that the limit (or ^C here) stops what the step started too.
+    const child = spawn(program, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    current = child;
+    let output = "", ended = false;
     child.stdout.on("data", (d) => {
       process.stdout.write(d);
       output += d;
@@ -123,8 +144,23 @@ function run(step) {
       process.stderr.write(d);
       output += d;
     });
-    child.on("error", (e) => resolve({ code: 127, output: String(e) }));
-    child.on("close", (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), output }));
+    const end = (r) => {
+      if (ended) return;
+      ended = true;
+      current = null;
+      clearTimeout(timer);
+      resolve(r);
+    };
+    const timer = setTimeout(() => {
+      const note = `\n${step.name}: KILLED after its limit of ${limit} s\n`;
+      process.stderr.write(note);
+      output += note;
+      killGroup(child.pid, "SIGKILL");
+      // A process that left the group may hold the pipes open: end without them.
+      setTimeout(() => end({ code: 124, output }), 5000);
+    }, limit * 1000);
+    child.on("error", (e) => end({ code: 127, output: String(e) }));
+    child.on("close", (code, signal) => end({ code: code ?? (signal ? 128 : 1), output }));
   });
 }
 
