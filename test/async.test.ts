@@ -245,7 +245,9 @@ describe("transactionAsync", () => {
     await Promise.all(Array.from({ length: N }, () => bump()));
     expect(db.query("SELECT n FROM c").get()!.n).toBe(N);
     expect(attempts).toBeGreaterThan(N); // they did conflict
-    expect(attempts).toBeLessThan(3 * N);
+    // Here 84 natively, 97 under qemu (some waits for the turn run out there); run again all
+    // at once (take() never granting the turn) 458-507.
+    expect(attempts).toBeLessThan(6 * N);
     // A newcomer behind a holder that keeps losing waits at the gate: it starts once the
     // holder committed, and so commits at its first try. Without the gate it runs beside the
     // holder and loses to the other connection's writes too. The holder loses 6 times, the
