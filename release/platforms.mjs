@@ -152,6 +152,10 @@ function runAsync(label, cmd, cmdArgs, env = {}, cwd = repo) {
     if (child.pid) active.add(child.pid);
     const timer = setTimeout(() => {
       timedOut = true;
+      // Name what still ran (a zig build prints nothing of a test that never ends): the
+      // run's session, as detached made it, with each process's age.
+      const ps = spawnSync("ps", ["-o", "pid,etimes,args", "-s", String(child.pid)], { encoding: "utf8" });
+      chunks.push(Buffer.from(`\n== still running when the limit came (ps):\n${ps.stdout ?? ps.error?.message ?? ""}`));
       killGroup(child.pid);
       // A process that escaped the group may hold the pipes open: end without them.
       setTimeout(() => end(null, "SIGKILL"), 5000);
