@@ -71,15 +71,9 @@ static double scale(void) {
   double v = e ? atof(e) : 1.0;
   return v > 0 ? v : 1.0;
 }
-/* Run under an emulator (qemu-user; build.zig names it in MW_TEST_EMULATOR): slower, and
-** without open file description locks. */
-static int under_emulator(void) {
-  const char *emu = getenv("MW_TEST_EMULATOR");
-  return emu && *emu;
-}
 /* The most syncs a run of n commits may take: see UNDER_TSAN. */
 static long long sync_bound(long long n) {
-  return UNDER_TSAN || under_emulator() ? n : (long long)((double)n * 0.8) - 1;
+  return UNDER_TSAN || tu_under_emulator() ? n : (long long)((double)n * 0.8) - 1;
 }
 
 static const char *self_exe;
@@ -537,7 +531,7 @@ static void sync_normal(const char *dir) {
          "and a sync)\n", prog, lag, 0.4);
   /* 3 s natively (2 s was the bound): a loaded disk's sync can take a second or more;
   ** without the tick the compaction timer syncs them, 5 s after the writer's open. */
-  CHECK(lag < (UNDER_TSAN || under_emulator() ? 4.0 : 3.0));
+  CHECK(lag < (UNDER_TSAN || tu_under_emulator() ? 4.0 : 3.0));
   /* 3. Beside a FULL writer: a NORMAL commit behind a FULL record of another process
   ** becomes visible after it, hence waits for its sync (mp.c, mw_mp_wait_foreign: it
   ** joins that sync). Each sync 3 ms slower: the NORMAL writer's commits take a few
@@ -558,7 +552,7 @@ static void sync_normal(const char *dir) {
   long fulls = ack_count(path, 2);
   printf("%s: normal: beside a FULL writer (%ld commits), %ld NORMAL commits took %.1f ms "
          "each (3 ms of it a pause between them)\n", prog, fulls, per, each);
-  CHECK(each < (UNDER_TSAN || under_emulator() ? 200.0 : 25.0));
+  CHECK(each < (UNDER_TSAN || tu_under_emulator() ? 200.0 : 25.0));
   long rows = 0;
   CHECK(check_bank(path, 4, &rows) == 3 * per + fulls && rows == 3 * per + fulls);
 }
@@ -1394,7 +1388,7 @@ static void floor_follows(const char *dir) {
   ** (db->compacting, as it must). Natively a compaction is over within a round; under an
   ** emulator (CI's arm64 runs, two programs at a time on a loaded machine) one outlasted
   ** 47 of 50 rounds once. There, some round must still see the floor follow. */
-  int allowed = under_emulator() ? rounds - 1 : 0;
+  int allowed = tu_under_emulator() ? rounds - 1 : 0;
   if (stale) {
     fprintf(stderr, "%s: floor_follows: after %d of %d transactions this process's floor was "
             "below the snapshot that had just ended (up to %llu epochs)%s\n", prog, stale, rounds,
@@ -1551,7 +1545,7 @@ static void stock(const char *dir) {
   ** open file description locks: not Linux, or an emulator without them). */
   int want_busy = 0;
 #ifdef __linux__
-  want_busy = !under_emulator();
+  want_busy = !tu_under_emulator();
 #endif
   if (want_busy && ((w & 0xff) != SQLITE_BUSY || (r & 0xff) != SQLITE_BUSY)) {
     fprintf(stderr, "%s: stock beside engine processes: insert %d, select %d (want %d)\n",
@@ -1666,7 +1660,7 @@ int main(int argc, char **argv) {
   const char *dir = tu_tmpdir("mp");
   /* argv[1]: the loadable extension (as for test_processes); else zig-out/lib's. */
   const char *foreign = getenv("MW_TEST_FOREIGN");
-  if (access("/usr/bin/sqlite3", X_OK) == 0 && !under_emulator() && !(foreign && *foreign)) {
+  if (access("/usr/bin/sqlite3", X_OK) == 0 && !tu_under_emulator() && !(foreign && *foreign)) {
     const char *ext = argc > 1 ? argv[1] : "zig-out/lib/libmultiwriter.so";
     char cwd[512];
     CHECK(getcwd(cwd, sizeof cwd) != 0);

@@ -256,8 +256,7 @@ static void dead(const char *dir) {
   ** machine whenever a sync or a descheduled holder took 400 ms anywhere in the run
   ** (hundreds of commits, each with a sync). Not checked under emulation, where only
   ** the outcome counts. */
-  const char *emu = getenv("MW_TEST_EMULATOR");
-  if (!(emu && *emu)) CHECK(latest < bound);
+  if (!tu_under_emulator()) CHECK(latest < bound);
 }
 
 int main(int argc, char **argv) {

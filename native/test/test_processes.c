@@ -680,8 +680,8 @@ int main(int argc, char **argv) {
   /* The extension of a build for another target (emulated, or another libc) is not for
   ** the host's shell: the stock checks still run (the file format is the same), the two
   ** shells with .load do not. */
-  const char *emu = getenv("MW_TEST_EMULATOR"), *foreign = getenv("MW_TEST_FOREIGN");
-  int emulated = (emu && *emu) || (foreign && *foreign);
+  const char *foreign = getenv("MW_TEST_FOREIGN");
+  int emulated = tu_under_emulator() || (foreign && *foreign);
   if (!have_shell) printf("%s: no /usr/bin/sqlite3, shell checks skipped\n", prog);
   else if (emulated) printf("%s: a build for another target, the shells with .load skipped\n", prog);
   else if (access(extension, R_OK) != 0) {

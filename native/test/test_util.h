@@ -22,6 +22,14 @@
     }                                                                            \
   } while (0)
 
+/* Run under an emulator (qemu-user; build.zig names it in MW_TEST_EMULATOR, and the
+** tests that start their own binary again run it through that): slower, and without
+** open file description locks. */
+static inline int tu_under_emulator(void) {
+  const char *emu = getenv("MW_TEST_EMULATOR");
+  return emu && *emu;
+}
+
 /* 1 in a ThreadSanitizer build (gcc says so with a macro, clang with a feature). */
 #if defined(__SANITIZE_THREAD__)
 #define UNDER_TSAN 1
