@@ -383,8 +383,9 @@ static void kill_rounds(const char *dir) {
       sleep_us((unsigned)(50000 + rand() % 300000));
       kill(pids[victim], SIGKILL);
     }
-    int vst = 0, at_point = crash[r] == 0 || wait_victim(pids[victim], crash[r], &vst);
-    if (crash[r] == 0) vst = tu_wait_status(pids[victim]);
+    int vst = 0, at_point = 1;
+    if (crash[r]) at_point = wait_victim(pids[victim], crash[r], &vst);
+    else vst = tu_wait_status(pids[victim]);
     CHECK(vst == 128 + SIGKILL || vst == 128 + SIGABRT);
     /* The survivors go on: each commits 5 more within 20 s. */
     long base[3];
