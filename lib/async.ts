@@ -175,7 +175,7 @@ export class AsyncPool {
       for (let attempt = 1;; attempt++) {
         if (attempt === 1) {
           const gate = this.#turn.admit();
-          if (gate !== null) await gate;
+          if (gate !== null) hold = await gate;
         }
         else if (hold === null) hold = await this.#turn.take();
         else hold.lost(); // lost again while holding the turn

@@ -3,8 +3,12 @@
 // at once they meet again and lose again together: a shop whose items sit on 4 leaf pages ran
 // each order 19 times (40 on a hot item). So a run that lost its commit waits for the turn
 // (in order of arrival) and runs again holding it; a holder that lost again while holding it
-// also keeps new first attempts waiting until it ends, so that newcomers cannot make it lose
-// forever. Transactions that never lose never wait, except behind such a holder.
+// also closes the gate until it ends: new first attempts then wait in the same queue, behind
+// the runs that lost, and run holding the turn in their order of arrival, so that newcomers
+// can neither make it lose forever nor overtake the runs queued before them (released all at
+// once, the newcomers of a hot row met again and kept the queue's runs losing: the shop's hot
+// item answered some orders only after 0.5 s). Transactions that never lose never wait,
+// except while such a holder keeps the gate closed.
 // The turn is a window, as TCP's congestion window is: it admits `width` holders at once
 // (at first one), grows by one per window of holders that committed at their first run
 // holding it while others waited, and halves when a holder lost again (below two holders
@@ -39,12 +43,12 @@ export class RetryTurn {
   #queue: Waiter[] = []; // runs that lost, waiting for the turn
   #gateClosers = 0; // holders that lost again with the window below two
   #drained = false;
-  #atGate: Waiter[] = []; // first attempts waiting behind them
 
-  /** Before a first attempt: at once unless a losing holder closed the gate. */
-  admit(): Promise<boolean> | null {
+  /** Before a first attempt: null (run at once) unless a losing holder closed the gate; then
+   * the run waits for the turn like a run that lost, and its first attempt holds it. */
+  admit(): Promise<Hold | null> | null {
     if (this.#gateClosers === 0) return null;
-    return this.#wait(this.#atGate);
+    return this.take();
   }
 
   /** Before running again after a loss: a Hold once this run holds the turn (in order of
@@ -60,14 +64,13 @@ export class RetryTurn {
   drain(): void {
     this.#drained = true;
     this.#gateClosers = 0;
-    this.#openGate();
     for (const w of this.#queue.splice(0)) w(false);
     this.#holders = 0;
   }
 
-  /** Runs waiting for the turn or at the gate (tests, statistics). */
+  /** Runs waiting for the turn, after a loss or behind the closed gate (tests, statistics). */
   get waiting(): number {
-    return this.#queue.length + this.#atGate.length;
+    return this.#queue.length;
   }
 
   #hold(): Hold {
@@ -85,7 +88,7 @@ export class RetryTurn {
         // One more holder per window of holders that committed while others waited (a
         // window that nobody waits for says nothing of how wide it could be).
         if (!lostAgain && this.#queue.length > 0) this.#width = Math.min(MAX_WIDTH, this.#width + 1 / this.#width);
-        if (closedGate && --this.#gateClosers === 0) this.#openGate();
+        if (closedGate) this.#gateClosers--;
         this.#holders--;
         while (this.#holders + 1 <= this.#width && this.#queue.length > 0) {
           this.#holders++;
@@ -93,10 +96,6 @@ export class RetryTurn {
         }
       },
     };
-  }
-
-  #openGate(): void {
-    for (const w of this.#atGate.splice(0)) w(true);
   }
 
   /** Joins a queue until woken or WAIT_MS passed (then it leaves the queue). */

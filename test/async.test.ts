@@ -279,6 +279,43 @@ describe("transactionAsync", () => {
     db.close();
   });
 
+  it("behind a closed gate, newcomers run in their order of arrival, holding the turn", async () => {
+    // A holder that keeps losing closes the gate; two calls of one hot row arrive meanwhile.
+    // They wait in the turn's queue and run one after the other, each committing at its first
+    // try. Released together when the gate opened (as before 2026-12-07), they ran side by
+    // side and one lost to the other (3 attempts for the two).
+    const db = new Database(join(tempDir(), "arrival.db"));
+    db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");
+    const other = new Database(db.filename);
+    const order: string[] = [];
+    let lost = 0, attempts = 0;
+    const LOSSES = 6;
+    const stubborn = db.transactionAsync(async (tx) => {
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      if (lost++ < LOSSES) other.run("UPDATE c SET n = n + 100"); // this attempt will lose
+      await pause(2);
+      tx.run("UPDATE c SET n = ?", n + 1);
+    });
+    const bump = db.transactionAsync(async (tx, name: string) => {
+      attempts++;
+      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+      await pause(2);
+      tx.run("UPDATE c SET n = ?", n + 1);
+      return name;
+    });
+    const first = stubborn().then(() => order.push("holder"));
+    while (lost < 3) await pause(1); // it lost twice holding the turn: the gate is closed
+    const a = bump("a").then((x) => order.push(x));
+    await pause(0);
+    const b = bump("b").then((x) => order.push(x));
+    await Promise.all([first, a, b]);
+    expect(order).toEqual(["holder", "a", "b"]);
+    expect(attempts).toBe(2);
+    expect(db.query("SELECT n FROM c").get()!.n).toBe(100 * LOSSES + 3);
+    other.close();
+    db.close();
+  });
+
   it("losers that do not conflict with each other run again side by side (the turn's window opens)", async () => {
     // 16 calls, each on a row of its own page, each made to lose its first commit by another
     // connection; run again, each awaits 20 ms and commits. A turn of one holder ran them

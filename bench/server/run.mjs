@@ -130,8 +130,11 @@ hits = 0
 last = 0
 function setup(thread) table.insert(threads, thread) end
 function init(args) math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16)) end
+pids = {}
 function response(status, headers, body)
   codes[status] = (codes[status] or 0) + 1
+  local pid = headers["x-server-pid"]
+  if pid and status == 201 then pids[pid] = (pids[pid] or 0) + 1 end
   if status == 200 and body:find('"allowed":true', 1, true) then hits = hits + 1 end
   if status == 201 then
     local id = tonumber(body:match('"id":(%d+)'))
@@ -139,18 +142,21 @@ function response(status, headers, body)
   end
 end
 function done(summary, latency, requests)
-  local c, h = {}, 0
+  local c, h, ps = {}, 0, {}
   for _, t in ipairs(threads) do
     for k, v in pairs(t:get("codes")) do c[k] = (c[k] or 0) + v end
+    for k, v in pairs(t:get("pids")) do ps[k] = (ps[k] or 0) + v end
     h = h + t:get("hits")
   end
-  local parts = {}
+  local parts, pparts = {}, {}
   for k, v in pairs(c) do table.insert(parts, string.format('"%d":%d', k, v)) end
+  for k, v in pairs(ps) do table.insert(pparts, string.format('"%s":%d', k, v)) end
   local e = summary.errors
   io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
-    '"p50_us":%d,"p99_us":%d,"p999_us":%d,"max_us":%d,"hits":%d,"codes":{%s}}\\n',
+    '"p50_us":%d,"p99_us":%d,"p999_us":%d,"max_us":%d,"mean_us":%d,"hits":%d,"codes":{%s},"pids":{%s}}\\n',
     summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max, h, table.concat(parts, ",")))
+    latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean, h,
+    table.concat(parts, ","), table.concat(pparts, ",")))
 end
 `;
 
@@ -245,6 +251,19 @@ async function runOne(cell, driver) {
     res.p99_ms = m.p99_us / 1000;
     res.p999_ms = m.p999_us / 1000;
     res.cpu_us_per_req = m.requests ? ((cpu1 - cpu0) / CLK_TCK) * 1e6 / m.requests : null;
+    // wrk's percentiles count answered requests only: a connection whose request waits past
+    // the end of the run adds nothing to them. The mean wait per answer a client saw, every
+    // wait included (Little's law: connections / answers per second), shows such stalls, and
+    // so does the share of the orders answered by the least served process (the shop's
+    // answers carry x-server-pid; 1.0 is an even split, 0 a process that answered none).
+    res.mean_ms = m.mean_us / 1000;
+    res.wait_ms = res.rps > 0 ? (conns / res.rps) * 1000 : null;
+    const perPid = Object.values(m.pids ?? {});
+    const procs = shape.endsWith("-processes") ? opt.procs : 0;
+    if (procs > 1 && perPid.length > 0) {
+      const counts = [...perPid, ...Array(Math.max(0, procs - perPid.length)).fill(0)];
+      res.fewest_share = Math.min(...counts) / (counts.reduce((a, b) => a + b, 0) / counts.length);
+    } else res.fewest_share = null;
     res.socket_errors = m.connect + m.read + m.write + m.timeout;
     const sum = (k) => passes.reduce((n, p) => n + (p.codes[k] ?? 0), 0);
     const expected = service === "shop" ? [200, 201] : service === "counter" ? [200, 429] : [200, 201];
@@ -352,7 +371,7 @@ async function main() {
           failed++;
           process.stderr.write(`[${done}/${total}] FAIL ${tag}: ${res.failures.join("; ")}\n`);
         } else {
-          process.stderr.write(`[${done}/${total}] ok   ${tag}: ${res.rps.toFixed(0)} req/s, p99 ${res.p99_ms.toFixed(1)} ms, ${res.cpu_us_per_req?.toFixed(0)} us CPU/req\n`);
+          process.stderr.write(`[${done}/${total}] ok   ${tag}: ${res.rps.toFixed(0)} req/s, p99 ${res.p99_ms.toFixed(1)} ms, wait ${res.wait_ms?.toFixed(1)} ms, ${res.cpu_us_per_req?.toFixed(0)} us CPU/req${res.fewest_share != null ? `, fewest ${res.fewest_share.toFixed(2)}` : ""}\n`);
         }
         if (opt.json) appendFileSync(opt.json, JSON.stringify({ ...res, runs: opt.runs, duration_s: opt.duration, procs: opt.procs, time: new Date().toISOString() }) + "\n");
       }
@@ -363,16 +382,17 @@ async function main() {
       const med = (k) => median(ok.map((x) => x[k]));
       rows.push({ ...cell, driver: d, runs: rs.length, failedRuns: rs.length - ok.length, rps: med("rps"), p50: med("p50_ms"),
         p99: med("p99_ms"), p999: med("p999_ms"), cpu: med("cpu_us_per_req"), expected: med("expected_non2xx"),
+        wait: med("wait_ms"), fewest: ok.some((x) => x.fewest_share != null) ? median(ok.map((x) => x.fewest_share ?? 0)) : null,
         bad: rs.reduce((n, x) => n + (x.bad_status ?? 0), 0), sock: rs.reduce((n, x) => n + (x.socket_errors ?? 0), 0) });
     }
   }
   const f = (x, d = 0) => (x == null ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
   const lines = [
-    `Median of ${opt.runs} run(s), ${opt.duration} s each after ${opt.warmup} s of warm-up; ${opt.procs} server processes (threads/isolates for bun-threads, deno-serve); wrk -t${opt.wrkThreads} on 127.0.0.1. Non-2xx expected: 429 (counter over its limit); other non-2xx and socket errors are summed over the runs. CPU is the servers' user + system time per request.`,
+    `Median of ${opt.runs} run(s), ${opt.duration} s each after ${opt.warmup} s of warm-up; ${opt.procs} server processes (threads/isolates for bun-threads, deno-serve); wrk -t${opt.wrkThreads} on 127.0.0.1. Non-2xx expected: 429 (counter over its limit); other non-2xx and socket errors are summed over the runs. CPU is the servers' user + system time per request. The percentiles are wrk's, of answered requests; "wait" is connections / req/s, the mean wait per answer with every wait counted (requests still unanswered at the end of the run included); "fewest" is the share of the orders answered by the least served process (shop, process shapes; 1.00 is an even split).`,
     "",
-    "| service | shape | mix | conns | sync | driver | req/s | p50 ms | p99 ms | p99.9 ms | 429 | other non-2xx | socket errors | CPU us/req | check |",
-    "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ...rows.map((r) => `| ${r.service} | ${r.shape} | ${r.mix} | ${r.conns} | ${r.sync} | ${r.driver} | ${f(r.rps)} | ${f(r.p50, 1)} | ${f(r.p99, 1)} | ${f(r.p999, 1)} | ${r.service === "counter" ? f(r.expected) : "-"} | ${r.bad} | ${r.sock} | ${f(r.cpu)} | ${r.failedRuns ? `FAILED ${r.failedRuns}/${r.runs}` : "ok"} |`),
+    "| service | shape | mix | conns | sync | driver | req/s | p50 ms | p99 ms | p99.9 ms | wait ms | fewest | 429 | other non-2xx | socket errors | CPU us/req | check |",
+    "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ...rows.map((r) => `| ${r.service} | ${r.shape} | ${r.mix} | ${r.conns} | ${r.sync} | ${r.driver} | ${f(r.rps)} | ${f(r.p50, 1)} | ${f(r.p99, 1)} | ${f(r.p999, 1)} | ${f(r.wait, 1)} | ${f(r.fewest, 2)} | ${r.service === "counter" ? f(r.expected) : "-"} | ${r.bad} | ${r.sock} | ${f(r.cpu)} | ${r.failedRuns ? `FAILED ${r.failedRuns}/${r.runs}` : "ok"} |`),
   ];
   const md = lines.join("\n") + "\n";
   process.stdout.write(md);
