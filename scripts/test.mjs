@@ -152,7 +152,10 @@ function run(step) {
       resolve(r);
     };
     const timer = setTimeout(() => {
-      const note = `\n${step.name}: KILLED after its limit of ${limit} s\n`;
+      // Name what still ran (its session, as detached made it, with each process's age).
+      const ps = spawnSync("ps", ["-o", "pid,etimes,args", "-s", String(child.pid)], { encoding: "utf8" });
+      const note = `\n${step.name}: KILLED after its limit of ${limit} s; still running then (ps):\n` +
+        `${ps.stdout ?? ps.error?.message ?? ""}\n`;
       process.stderr.write(note);
       output += note;
       killGroup(child.pid, "SIGKILL");
