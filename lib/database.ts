@@ -45,6 +45,8 @@ const MAIN = cstr("main");
 /** The message of any use of a closed database (bun:sqlite's words). */
 const CLOSED = "Database has closed";
 /** bun:sqlite's key of the number of statements cached by query(). */
+// sqlite3_txn_state: a write transaction is open (sqlite3.h).
+const SQLITE_TXN_WRITE = 2;
 const CACHE_COUNT = Symbol.for("Bun.Database.cache.count");
 
 /** Busy timeout of the PRAGMAs run while opening (ms). */
@@ -581,11 +583,12 @@ export class Database {
   // FULL or EXTRA), so that the commits in flight share one. Below FULL the engine
   // acknowledges a commit once written, as stock WAL does: nothing to share, and the hop
   // to a thread and back cost more than the commit (the counter example's CPU per hit 80 µs
-  // against 35, docs/async.md). A progress handler must run on this thread.
-  // null: committed here, on the loop (a failure throws).
+  // against 35, docs/async.md). Nor does a transaction that wrote nothing (a rate limiter's
+  // refusal, a read): its COMMIT syncs nothing at any level. A progress handler must run on
+  // this thread. null: committed here, on the loop (a failure throws).
   #commitAsync(): Promise<void> | null {
     const db = this.#handle();
-    if (this.#progress || !this.#commitSyncs(db)) {
+    if (this.#progress || !this.#wrote(db) || !this.#commitSyncs(db)) {
       this.#internalRun("COMMIT");
       return null;
     }
@@ -615,6 +618,12 @@ export class Database {
 
   #internalRun(sql: string): void {
     this.#internalStatement(sql).run();
+  }
+
+  // Whether the open transaction wrote to any of the connection's databases (main, temp,
+  // attached): SQLITE_TXN_WRITE of sqlite3_txn_state(db, NULL), the highest state of all.
+  #wrote(db: Ptr): boolean {
+    return this.#sym.sqlite3_txn_state(db, this.#f.NULL) >= SQLITE_TXN_WRITE;
   }
 
   // Whether a COMMIT of this connection waits for a sync: the engine says what it will do

@@ -405,6 +405,37 @@ describe("transactionAsync", () => {
     }
   });
 
+  it("at FULL a transaction that wrote nothing commits on the loop; one that wrote an attached file does not", async () => {
+    const drain = async (): Promise<void> => {
+      for (let i = 0; i < 2000; i++) await new Promise<void>((r) => queueMicrotask(r));
+    };
+    const dir = tempDir();
+    const db = new Database(join(dir, "ro.db"));
+    db.exec("PRAGMA synchronous=FULL; CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+    db.exec(`ATTACH '${join(dir, "other.db")}' AS o`); // the engine's too: the package's default
+    db.exec("CREATE TABLE o.u(x)");
+    const N = 32;
+    // A rate limiter's refusal: read, decide, write nothing.
+    const look = db.transactionAsync(async (tx) => (tx.query("SELECT x FROM t").get() as { x: number }).x);
+    let done = 0;
+    const reads = Array.from({ length: N }, () => look().then(() => done++));
+    await drain();
+    expect(done).toBe(N); // committed on the loop: no engine thread, no sync to wait for
+    expect(await Promise.all(reads)).toHaveLength(N);
+    // Main untouched, the attached file written: that COMMIT syncs, off the loop.
+    const add = db.transactionAsync(async (tx, i: number) => {
+      tx.query("SELECT x FROM t").get();
+      tx.run("INSERT INTO o.u VALUES (?)", i);
+    });
+    done = 0;
+    const writes = Array.from({ length: N }, (_, i) => add(i).then(() => done++));
+    await drain();
+    if (runtime === "bun") expect(done).toBe(0); // as above: Bun hears of it from the wake pair
+    await Promise.all(writes);
+    expect(db.query("SELECT count(*) AS n FROM o.u").get()).toEqual({ n: N });
+    db.close();
+  });
+
   it("a lost commit run out of attempts rejects with SQLITE_BUSY_SNAPSHOT", async () => {
     const db = new Database(join(tempDir(), "max.db"));
     db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");

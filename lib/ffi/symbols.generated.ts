@@ -46,6 +46,7 @@ export const functions = {
   sqlite3_total_changes64: { args: ["ptr"], returns: "i64" },
   sqlite3_last_insert_rowid: { args: ["ptr"], returns: "i64" },
   sqlite3_get_autocommit: { args: ["ptr"], returns: "i32" },
+  sqlite3_txn_state: { args: ["ptr", "ptr"], returns: "i32" },
   sqlite3_next_stmt: { args: ["ptr", "ptr"], returns: "ptr" },
   sqlite3_stmt_busy: { args: ["ptr"], returns: "i32" },
   sqlite3_interrupt: { args: ["ptr"], returns: "void" },
