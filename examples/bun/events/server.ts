@@ -52,22 +52,13 @@ function serve(): void {
     // threads mode one process owns it and its Workers share it without that option.
     const db = new Database(PATH, THREADS > 0 ? {} : { processes: true });
     db.exec(SCHEMA);
-    // At FULL each append is a transaction of its own whose COMMIT waits for its sync off the
-    // event loop, so the appends in flight share one sync. Below FULL a commit waits for no
-    // sync and runs on the loop either way: a plain statement is cheaper (it commits on its
-    // own, and one that lost its commit to another process runs again, within busyTimeout).
-    // Appends in flight together all write the table's last page: the engine commits one of
-    // them and runs the others again (on fresh data: the next id), which keeps the ids in
-    // commit order.
-    const INSERT = "INSERT INTO events(at, type, body) VALUES (?, ?, ?)";
-    if (SYNC === "FULL") {
-      append = db.transactionAsync(async (tx, type: string, body: string) =>
-        Number(tx.query(INSERT).run(Date.now(), type, body).lastInsertRowid)
-      );
-    } else {
-      const ins = db.query(INSERT);
-      append = async (type, body) => Number(ins.run(Date.now(), type, body).lastInsertRowid);
-    }
+    // An append is a plain statement: SQLite commits it on the event loop, and one that lost
+    // its commit to another process runs again (within busyTimeout). Not transactionAsync,
+    // even at FULL where its commits in flight would share a sync: appends in flight together
+    // all write the table's last page, so the engine commits one of them and runs the others
+    // again, one at a time, each with a sync of its own (docs/server.md).
+    const ins = db.query("INSERT INTO events(at, type, body) VALUES (?, ?, ?)");
+    append = async (type, body) => Number(ins.run(Date.now(), type, body).lastInsertRowid);
     const q = db.query(PAGE);
     page = (after, limit) => q.all(after, limit) as Row[];
     close = () => db.close();

@@ -73,25 +73,12 @@ if (DRIVER === "node:sqlite") {
     db.close();
     Deno.exit(0);
   }
-  if (DRIVER === "stock") {
-    // A statement of its own: SQLite commits it (and syncs) on the event loop.
-    const ins = db.prepare(INSERT);
-    append = async (type, body) => ins.get<{ id: number }>(Date.now(), type, body)!.id;
-  } else if (SYNC === "FULL") {
-    // At FULL each append is a transaction of its own whose COMMIT waits for its sync off the
-    // event loop, so the appends in flight share one sync. Appends in flight together all
-    // write the table's last page: the engine commits one of them and runs the others again
-    // (on fresh data: the next id), which keeps the ids in commit order.
-    append = db.transactionAsync(async (tx, type: string, body: string) =>
-      tx.query(INSERT).get<{ id: number }>(Date.now(), type, body)!.id
-    );
-  } else {
-    // Below FULL a commit waits for no sync and runs on the loop either way: a plain
-    // statement is cheaper (it commits on its own, and one that lost its commit to another
-    // process runs again, within busyTimeout).
-    const ins = db.prepare(INSERT);
-    append = async (type, body) => ins.get<{ id: number }>(Date.now(), type, body)!.id;
-  }
+  // A statement of its own: SQLite commits it on the event loop (stock, and the engine at
+  // every synchronous level: at FULL, transactionAsync appends in flight would all write the
+  // table's last page, and the engine would run all but one of them again, one at a time,
+  // each with a sync of its own; docs/server.md).
+  const ins = db.prepare(INSERT);
+  append = async (type, body) => ins.get<{ id: number }>(Date.now(), type, body)!.id;
   const q = db.prepare(PAGE);
   page = (after, limit) => q.all<Row>(after, limit);
   closeDb = () => db.close();
