@@ -45,6 +45,19 @@ function checkBank(db: Database, n: number): void {
   expect(db.query("PRAGMA integrity_check").values()[0][0]).toBe("ok");
 }
 
+// An increment of table c's one row whose first `losses` tries lose their commit: each has
+// `other` write the row after its read. tries(): the tries so far.
+function losingHolder(db: Database, other: Database, losses: number): { run: () => Promise<void>; tries: () => number } {
+  let tries = 0;
+  const run = db.transactionAsync(async (tx) => {
+    const { n } = tx.query("SELECT n FROM c").get() as { n: number };
+    if (tries++ < losses) other.run("UPDATE c SET n = n + 100"); // this try will lose
+    await pause(2);
+    tx.run("UPDATE c SET n = ?", n + 1);
+  });
+  return { run, tries: () => tries };
+}
+
 describe("transactionAsync", () => {
   it("64 transfers in flight with awaits between read and write: no lost update, conflicts retried", async () => {
     const db = new Database(join(tempDir(), "bank.db"));
@@ -255,22 +268,17 @@ describe("transactionAsync", () => {
     // the holder's last 3 tries also under qemu (with 20 losses it did not there).
     const other = new Database(db.filename);
     const order: string[] = [];
-    let lost = 0, lateAttempts = 0;
+    let lateAttempts = 0;
     const LOSSES = 6;
-    const stubborn = db.transactionAsync(async (tx) => {
-      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
-      if (lost++ < LOSSES) other.run("UPDATE c SET n = n + 100"); // this attempt will lose
-      await pause(2);
-      tx.run("UPDATE c SET n = ?", n + 1);
-    });
+    const stubborn = losingHolder(db, other, LOSSES);
     const late = db.transactionAsync(async (tx) => {
       lateAttempts++;
       const { n } = tx.query("SELECT n FROM c").get() as { n: number };
       await pause(2);
       tx.run("UPDATE c SET n = ?", n + 1);
     });
-    const first = stubborn().then(() => order.push("holder"));
-    while (lost < 4) await pause(1); // its fourth try: it lost twice holding the turn
+    const first = stubborn.run().then(() => order.push("holder"));
+    while (stubborn.tries() < 4) await pause(1); // its fourth try: it lost twice holding the turn
     await Promise.all([first, late().then(() => order.push("newcomer"))]);
     expect(order).toEqual(["holder", "newcomer"]);
     expect(lateAttempts).toBe(1);
@@ -288,14 +296,9 @@ describe("transactionAsync", () => {
     db.exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0)");
     const other = new Database(db.filename);
     const order: string[] = [];
-    let lost = 0, attempts = 0;
+    let attempts = 0;
     const LOSSES = 6;
-    const stubborn = db.transactionAsync(async (tx) => {
-      const { n } = tx.query("SELECT n FROM c").get() as { n: number };
-      if (lost++ < LOSSES) other.run("UPDATE c SET n = n + 100"); // this attempt will lose
-      await pause(2);
-      tx.run("UPDATE c SET n = ?", n + 1);
-    });
+    const stubborn = losingHolder(db, other, LOSSES);
     const bump = db.transactionAsync(async (tx, name: string) => {
       attempts++;
       const { n } = tx.query("SELECT n FROM c").get() as { n: number };
@@ -303,8 +306,8 @@ describe("transactionAsync", () => {
       tx.run("UPDATE c SET n = ?", n + 1);
       return name;
     });
-    const first = stubborn().then(() => order.push("holder"));
-    while (lost < 3) await pause(1); // it lost twice holding the turn: the gate is closed
+    const first = stubborn.run().then(() => order.push("holder"));
+    while (stubborn.tries() < 3) await pause(1); // it lost twice holding the turn: the gate is closed
     const a = bump("a").then((x) => order.push(x));
     await pause(0);
     const b = bump("b").then((x) => order.push(x));
