@@ -102,3 +102,5 @@ export const SQLITE_DESERIALIZE_RESIZEABLE = 2;
 /** sqlite3_db_config ops: double-quoted string literals in DML and in DDL. */
 export const SQLITE_DBCONFIG_DQS_DML = 1013;
 export const SQLITE_DBCONFIG_DQS_DDL = 1014;
+/** sqlite3_txn_state: a write transaction is open. */
+export const SQLITE_TXN_WRITE = 2;

@@ -6,7 +6,7 @@
 // their own modules, reaching the connection through its Internals (lib/internals.ts).
 import { SQLITE_BUSY_SNAPSHOT, SQLITE_DONE, SQLITE_MISUSE, SQLITE_NOTFOUND, SQLITE_OK, SQLITE_ROW } from "./codes.ts";
 import { SQLBlob, type BlobHost, type BlobOpenOptions } from "./blob.ts";
-import { constants, SQLITE_DBCONFIG_DQS_DDL, SQLITE_DBCONFIG_DQS_DML } from "./constants.ts";
+import { constants, SQLITE_DBCONFIG_DQS_DDL, SQLITE_DBCONFIG_DQS_DML, SQLITE_TXN_WRITE } from "./constants.ts";
 import { SQLiteError } from "./error.ts";
 import { ffi as loadFfi, type Ffi, type NativeCallback, type Ptr } from "./ffi/index.ts";
 import type { Symbols } from "./ffi/types.ts";
@@ -45,8 +45,6 @@ const MAIN = cstr("main");
 /** The message of any use of a closed database (bun:sqlite's words). */
 const CLOSED = "Database has closed";
 /** bun:sqlite's key of the number of statements cached by query(). */
-// sqlite3_txn_state: a write transaction is open (sqlite3.h).
-const SQLITE_TXN_WRITE = 2;
 const CACHE_COUNT = Symbol.for("Bun.Database.cache.count");
 
 /** Busy timeout of the PRAGMAs run while opening (ms). */

@@ -56,7 +56,7 @@ export class RetryTurn {
   async take(): Promise<Hold | null> {
     let granted = true;
     if (this.#holders + 1 <= this.#width && this.#queue.length === 0) this.#holders++;
-    else granted = await this.#wait(this.#queue); // a grant counts the holder
+    else granted = await this.#wait(); // a grant counts the holder
     return granted ? this.#hold() : null;
   }
 
@@ -98,19 +98,19 @@ export class RetryTurn {
     };
   }
 
-  /** Joins a queue until woken or WAIT_MS passed (then it leaves the queue). */
-  #wait(queue: Waiter[]): Promise<boolean> {
+  /** Joins the queue until woken or WAIT_MS passed (then it leaves the queue). */
+  #wait(): Promise<boolean> {
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        const i = queue.indexOf(waiter);
-        if (i >= 0) queue.splice(i, 1);
+        const i = this.#queue.indexOf(waiter);
+        if (i >= 0) this.#queue.splice(i, 1);
         resolve(false);
       }, WAIT_MS);
       const waiter: Waiter = (granted) => {
         clearTimeout(timer);
         resolve(granted);
       };
-      queue.push(waiter);
+      this.#queue.push(waiter);
     });
   }
 }
