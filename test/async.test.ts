@@ -7,6 +7,11 @@ import { Database as DbSqlite } from "../lib/jsr.ts";
 import { runtime, tempDir } from "./helpers.ts";
 
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+// Lets every pending microtask run, and no timer or I/O callback: what settles meanwhile
+// settled on the loop's own thread.
+const drain = async (): Promise<void> => {
+  for (let i = 0; i < 2000; i++) await new Promise<void>((r) => queueMicrotask(r));
+};
 const ACCOUNTS = 8;
 
 function bank(db: Database): void {
@@ -377,9 +382,6 @@ describe("transactionAsync", () => {
   // is acknowledged once written (as stock WAL): it runs on the loop, and a call whose
   // function does not await resolves without the loop turning once.
   it("COMMIT waits for its sync off the loop at FULL and EXTRA, runs on the loop below", async () => {
-    const drain = async (): Promise<void> => {
-      for (let i = 0; i < 2000; i++) await new Promise<void>((r) => queueMicrotask(r));
-    };
     for (const multiwriter of [true, false]) {
       for (const sync of ["FULL", "EXTRA", "NORMAL", "1", "OFF"]) {
         const waits = sync === "FULL" || sync === "EXTRA";
@@ -409,9 +411,6 @@ describe("transactionAsync", () => {
   });
 
   it("at FULL a transaction that wrote nothing commits on the loop; one that wrote an attached file does not", async () => {
-    const drain = async (): Promise<void> => {
-      for (let i = 0; i < 2000; i++) await new Promise<void>((r) => queueMicrotask(r));
-    };
     const dir = tempDir();
     const db = new Database(join(dir, "ro.db"));
     db.exec("PRAGMA synchronous=FULL; CREATE TABLE t(x); INSERT INTO t VALUES (1)");
