@@ -30,6 +30,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { killGroup, stillRunning } from "../scripts/process-group.mjs";
 import { DEFAULT_TARGETS, TARGETS } from "./targets.mjs";
 import { runEmulatedSuite } from "./ts-emulated.mjs";
 
@@ -117,13 +118,6 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
     process.exit(130);
   });
 }
-function killGroup(pid) {
-  try {
-    process.kill(-pid, "SIGKILL");
-  } catch {
-    // already gone
-  }
-}
 /** run() for the lanes: the output is kept and printed in one piece when the run ends. */
 function runAsync(label, cmd, cmdArgs, env = {}, cwd = repo) {
   console.log(`\n== started: ${label}`);
@@ -154,8 +148,7 @@ function runAsync(label, cmd, cmdArgs, env = {}, cwd = repo) {
       timedOut = true;
       // Name what still ran (a zig build prints nothing of a test that never ends): the
       // run's session, as detached made it, with each process's age.
-      const ps = spawnSync("ps", ["-o", "pid,etimes,args", "-s", String(child.pid)], { encoding: "utf8" });
-      chunks.push(Buffer.from(`\n== still running when the limit came (ps):\n${ps.stdout ?? ps.error?.message ?? ""}`));
+      chunks.push(Buffer.from(`\n== still running when the limit came (ps):\n${stillRunning(child.pid)}`));
       killGroup(child.pid);
       // A process that escaped the group may hold the pipes open: end without them.
       setTimeout(() => end(null, "SIGKILL"), 5000);

@@ -34,6 +34,7 @@ import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { bootstrap, root } from "./bootstrap.mjs";
 import { MUTANTS } from "./mutants.mjs";
+import { killGroup } from "./process-group.mjs";
 
 const args = process.argv.slice(2);
 const opt = (name) => {
@@ -148,7 +149,7 @@ const sha = (...parts) => {
 const groups = new Set();
 for (const sig of ["SIGINT", "SIGTERM"]) {
   process.on(sig, () => {
-    for (const pid of groups) try { process.kill(-pid, "SIGKILL"); } catch { /* gone */ }
+    for (const pid of groups) killGroup(pid);
     process.exit(1);
   });
 }

@@ -12,6 +12,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { root, zigBinary } from "./bootstrap.mjs";
+import { killGroup, stillRunning } from "./process-group.mjs";
 
 const full = process.argv.includes("--full");
 
@@ -119,13 +120,6 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
     process.exit(130);
   });
 }
-function killGroup(pid, signal) {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // already gone
-  }
-}
 
 function run(step) {
   const [program, ...args] = typeof step.cmd === "function" ? step.cmd() : step.cmd;
@@ -153,9 +147,8 @@ function run(step) {
     };
     const timer = setTimeout(() => {
       // Name what still ran (its session, as detached made it, with each process's age).
-      const ps = spawnSync("ps", ["-o", "pid,etimes,args", "-s", String(child.pid)], { encoding: "utf8" });
       const note = `\n${step.name}: KILLED after its limit of ${limit} s; still running then (ps):\n` +
-        `${ps.stdout ?? ps.error?.message ?? ""}\n`;
+        `${stillRunning(child.pid)}\n`;
       process.stderr.write(note);
       output += note;
       killGroup(child.pid, "SIGKILL");
