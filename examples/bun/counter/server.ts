@@ -30,7 +30,13 @@ const SCHEMA = `PRAGMA synchronous = ${SYNC};
                                   PRIMARY KEY(key, win)) WITHOUT ROWID`;
 
 // The statements one hit runs, on whatever connection the transaction has.
-type Conn = { get(sql: string, ...p: (string | number)[]): unknown; run(sql: string, ...p: (string | number)[]): unknown };
+type Params = (string | number)[];
+type Conn = { get(sql: string, ...p: Params): unknown; run(sql: string, ...p: Params): unknown };
+// A Conn over anything with query(sql): a database of either driver, or a transactionAsync handle.
+const connOf = (q: { query(sql: string): { get(...p: Params): unknown; run(...p: Params): unknown } }): Conn => ({
+  get: (sql, ...p) => q.query(sql).get(...p),
+  run: (sql, ...p) => q.query(sql).run(...p),
+});
 type Hit = { allowed: boolean; n: number };
 
 // Read, decide, write: in one transaction, so two hits never both take the last slot.
@@ -56,14 +62,14 @@ function serve(): void {
       // lost to another writer runs the function again on fresh data. The COMMIT waits for
       // its sync off the event loop, so the hits in flight share one sync.
       count = db.transactionAsync(async (tx, key: string, win: number) =>
-        hit({ get: (sql, ...p) => tx.query(sql).get(...p), run: (sql, ...p) => tx.query(sql).run(...p) }, key, win)
+        hit(connOf(tx), key, win)
       );
     } else {
       // Below FULL a commit waits for no sync: a hit (no await in it) runs whole on the loop,
       // one at a time in this process, and one that lost its commit to another process runs
       // again at once. Cheaper than a pooled transactionAsync call, and no hit waits behind
       // another's retry.
-      const c: Conn = { get: (sql, ...p) => db.query(sql).get(...p), run: (sql, ...p) => db.query(sql).run(...p) };
+      const c = connOf(db);
       const tx = db.transaction((key: string, win: number) => hit(c, key, win));
       count = async (key, win) => tx(key, win);
     }
@@ -75,7 +81,7 @@ function serve(): void {
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA busy_timeout = 5000");
     db.exec(SCHEMA);
-    const c: Conn = { get: (sql, ...p) => db.query(sql).get(...p), run: (sql, ...p) => db.query(sql).run(...p) };
+    const c = connOf(db);
     // Synchronous: one transaction at a time, the commit (and its sync) on the event loop.
     const tx = db.transaction((key: string, win: number) => hit(c, key, win)).immediate;
     count = async (key, win) => tx(key, win);

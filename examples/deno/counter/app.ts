@@ -86,6 +86,8 @@ if (DRIVER === "node:sqlite") {
     db.close();
     Deno.exit(0);
   }
+  const rd = db.prepare(READ);
+  read = (key, win) => rd.get<{ n: number }>(key, win)?.n ?? 0;
   if (SYNC === "FULL" || DRIVER === "stock") {
     // Many of these run at once on this one thread, each on its own snapshot; a commit that
     // lost to another writer runs the function again on fresh data. At FULL the COMMIT waits
@@ -102,14 +104,10 @@ if (DRIVER === "node:sqlite") {
     // one at a time in this isolate, and one that lost its commit to another process or
     // isolate runs again at once. Cheaper than a pooled transactionAsync call, and no hit
     // waits behind another's retry.
-    const rd = db.prepare(READ), wr = db.prepare(WRITE);
-    const tx = db.transaction((key: string, win: number) =>
-      hit({ read: (k, w) => rd.get<{ n: number }>(k, w)?.n ?? 0, write: (k, w) => void wr.run(k, w) }, key, win)
-    );
+    const wr = db.prepare(WRITE);
+    const tx = db.transaction((key: string, win: number) => hit({ read, write: (k, w) => void wr.run(k, w) }, key, win));
     count = async (key, win) => tx(key, win);
   }
-  const r = db.prepare(READ);
-  read = (key, win) => r.get<{ n: number }>(key, win)?.n ?? 0;
   closeDb = () => db.close();
 }
 
