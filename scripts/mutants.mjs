@@ -477,10 +477,26 @@ export const MUTANTS = [
   {
     id: "lane-stash-owner-origin",
     file: "vfs/lane.c",
-    find: "        __atomic_store_n(&l->stash_owner, (void *)mw_thread_write_locks(), __ATOMIC_RELAXED);\n",
-    replace: "        __atomic_store_n(&l->stash_owner, (void *)locks, __ATOMIC_RELAXED);\n",
+    find: "        mw_db_stash(l, (void *)mw_thread_write_locks());\n",
+    replace: "        mw_db_stash(l, (void *)locks);\n",
     tests: ["test_engine_async"],
     why: "commits of one event loop running on several threads at once are grouped as one transaction: unrelated commits are refused together",
+  },
+  {
+    id: "db-stash-alone-always",
+    file: "core/db.c",
+    find: "  if (__atomic_load_n(&stashed_now, __ATOMIC_ACQUIRE) <= 1) return 0; /* self alone */\n",
+    replace: "  return 0; /* self alone */\n",
+    tests: ["test_engine_async"],
+    why: "a phase two never looks for the thread's other stashes: a transaction over attached databases publishes one half",
+  },
+  {
+    id: "db-unstash-uncounted",
+    file: "core/db.c",
+    find: "  if (__atomic_exchange_n(&l->stashed, 0, __ATOMIC_ACQ_REL))\n    __atomic_sub_fetch(&stashed_now, 1, __ATOMIC_ACQ_REL);\n",
+    replace: "  __atomic_store_n(&l->stashed, 0, __ATOMIC_RELEASE);\n",
+    tests: ["test_engine_async"],
+    why: "spent stashes stay counted: every later phase two walks every lane of every database",
   },
   {
     id: "lane-warm-wal-reaches-autocheckpoint",

@@ -950,15 +950,14 @@ static int commit_several(mw_lane **lanes, int n) {
 /* A group of one is a lane stashed only because another connection of its thread
 ** held a write lock (an event loop with several transactions open across awaits):
 ** an ordinary commit, with growth relocation, rebase and mw_mp=1
-** (test_engine_interleaved). Either way the stash is spent, and a refusal poisons
-** the lanes. */
+** (test_engine_interleaved). The caller has spent the stash (mw_db_unstash, before
+** the wait for the sync); a refusal poisons the lanes. */
 int mw_commit_group(mw_lane **lanes, int n) {
   mw_lane *one = lanes[0];
   int rc = n > 1 ? commit_several(lanes, n)
                  : mw_commit(one, one->stash_from, one->stash_to, one->stash_pages);
   for (int i = 0; i < n; i++) {
     mw_lane *l = lanes[i];
-    __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
     if (rc == SQLITE_OK) {
       l->committed_frames = l->stash_to;
     } else {

@@ -87,8 +87,15 @@ int mw_db_lane_use(mw_db *db, mw_lane *l);
 int mw_db_arm(mw_db *db);
 void mw_db_disarm_locked(mw_db *db);
 
-/* The lanes whose commit the calling thread stashed (at most max). */
-int mw_db_stashed_lanes(void *owner, mw_lane **out, int max);
+/* A lane's commit waits for phase two (lane.c): stashed by the thread `owner`, and
+** no longer. Every change of l->stashed goes through these. */
+void mw_db_stash(mw_lane *l, void *owner);
+void mw_db_unstash(mw_lane *l);
+/* The other lanes whose commit the thread `owner` stashed (their count; at most max
+** stored). */
+int mw_db_stashed_lanes(const mw_lane *self, void *owner, mw_lane **out, int max);
+/* Lanes stashed now in the process (tests: 0 once every commit ended). */
+int mw_db_stashes_now(void);
 /* The lane whose main file was opened with this name pointer. */
 mw_lane *mw_lane_find(const char *zDbName);
 

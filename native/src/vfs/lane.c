@@ -148,7 +148,7 @@ static void snap_begin(mw_lane *l) {
   l->nown = 0;
   l->poisoned = 0;
   l->fmt_pending = 0; /* SQLite reads page 1 again in this transaction */
-  __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+  mw_db_unstash(l);
   if (l->warm && !unread_reset &&
       (l->must_reset || l->snap != l->last_snap + (uint64_t)l->last_nown ||
        l->rs.count > MW_WARM_PAGES || l->wal_len > MW_WARM_WAL)) {
@@ -192,7 +192,7 @@ static void snap_end(mw_lane *l) {
     l->must_reset = 1;
   l->wrote = 0;
   mw_rebase_forget(l); /* a declaration covers its snapshot's transaction only */
-  __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED);
+  mw_db_unstash(l);
   l->warm = 1;
   if (l->must_reset) go_cold(l);
 }
@@ -446,18 +446,22 @@ static int pragma(mw_lane *l, char **a) {
 ** (commit.c). */
 #define MW_GROUP_MAX 16
 static int publish_stashed(mw_lane *l) {
-  mw_lane *found[MW_GROUP_MAX], *group[MW_GROUP_MAX];
-  int n = mw_db_stashed_lanes(l->stash_owner, found, MW_GROUP_MAX), k = 0;
+  mw_lane *others[MW_GROUP_MAX - 1], *group[MW_GROUP_MAX];
+  int n = mw_db_stashed_lanes(l, l->stash_owner, others, MW_GROUP_MAX - 1), k = 0;
   group[k++] = l;
-  for (int i = 0; i < n; i++)
-    if (found[i] != l && found[i]->write_lock && k < MW_GROUP_MAX) group[k++] = found[i];
-  if (n > MW_GROUP_MAX) {
+  for (int i = 0; i < n && i < MW_GROUP_MAX - 1; i++)
+    if (others[i]->write_lock) group[k++] = others[i];
+  if (n + 1 > MW_GROUP_MAX) {
     for (int i = 0; i < k; i++) {
-      __atomic_store_n(&group[i]->stashed, 0, __ATOMIC_RELAXED);
+      mw_db_unstash(group[i]);
       group[i]->poisoned = 1;
     }
     return SQLITE_BUSY_SNAPSHOT;
   }
+  /* The stash is spent from here (mw_commit_group poisons the lanes on a refusal): not
+  ** counted while the group waits for its sync, so other threads' commits meanwhile
+  ** find themselves alone (db.c, stashed_now). */
+  for (int i = 0; i < k; i++) mw_db_unstash(group[i]);
   return mw_commit_group(group, k);
 }
 
@@ -611,7 +615,7 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
     if (lock && !l->write_lock) {
       if (l->in_snap) l->wrote = 1;
       write_lock_count(l);
-      __atomic_store_n(&l->stashed, 0, __ATOMIC_RELAXED); /* a new write transaction */
+      mw_db_unstash(l); /* a new write transaction */
       /* A declaration covers one write transaction (rebase.c): the one before ended,
       ** committed or rolled back. It is forgotten here, not when the write lock goes:
       ** SQLite lets the lock go before phase two, where a stashed commit uses it. */
@@ -767,8 +771,7 @@ static int wal_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 of
         l->stash_from = l->committed_frames;
         l->stash_to = frame + 1;
         l->stash_pages = db_pages;
-        __atomic_store_n(&l->stash_owner, (void *)mw_thread_write_locks(), __ATOMIC_RELAXED);
-        __atomic_store_n(&l->stashed, 1, __ATOMIC_RELEASE);
+        mw_db_stash(l, (void *)mw_thread_write_locks());
         mw_pause_point("lane_stashed"); /* test_engine_async: stashes of threads at once */
         return SQLITE_OK;
       }
