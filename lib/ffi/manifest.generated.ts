@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "b8c67f8a79e2dde837a8aaf6a2f03fe6724072d3612e62afc97a4f0e5090d927",
-        "size": 1854568
+        "sha256": "300e37c84926f15962e7962c7663fc729c0b35277ef175e02eb776f9ee0d79fe",
+        "size": 1854776
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "adc645b39f456fd3e9a692b2866425e850763daf0ef780bba275560064846d27",
-        "size": 296592
+        "sha256": "618e62fc80cf71bc3f55756df5702b4e2f2cf7179ae9073c984b159c3afe1ebc",
+        "size": 296816
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "946b8024455006f131df159b04fa545a61acf7ee5978ef8284965a2361270966",
-        "size": 1797640
+        "sha256": "5e3c593180d93d6d1b86dfd0d6792cc3a132d8ae9dd6b5d771e31504d5fe4dbf",
+        "size": 1798040
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "2d7f8fd252305d6f5e2c4c3cc250ec5000fa471aeeb088784c574efdf3f1e57b",
-        "size": 288952
+        "sha256": "08dac412feb5d6f99c12c321c581366e5d73fcbe0da89d99905e86ac95e88d68",
+        "size": 289368
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "2f58aeffafc131db09237ebdcdf13549dfe28e93dbe2daf994add12ad5eb413a",
-        "size": 1852392
+        "sha256": "ea5695a9f17ca2c8c80c76d9dc344b60e0646f465f837178780b03dc81d745db",
+        "size": 1852600
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "a7eb53ca4c88e01dc201d9e4f96b6d0139d91297d234741ff8e47a0bde105e3f",
-        "size": 295656
+        "sha256": "cecea97a1464ef46e3776fd232ba37b0f3d60e4229516e85092e819c6c2b831f",
+        "size": 295880
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "f3b2e166c10e51b72520ffc7748ee22acf7ba4f70c94387118ae06e5caddc24a",
-        "size": 1795776
+        "sha256": "d55dd56d850c51a28f75b87f3672a9d7409edf9af1d22d3a36fcef86e350e760",
+        "size": 1796192
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "fc1bdb0be19ac60de82fcaf6c90e26c5355f8208364c605f075adf924a78f5ac",
-        "size": 288296
+        "sha256": "c7139d00763d9725c947150ec66ff1d5bdb15ad98cf40745b9213a9d6b60d4c3",
+        "size": 288712
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "74ba5b9100f39cff3a8d98a8d0cc7165ebb7666f1846577da743712fda6ebf4f",
-        "size": 1806880
+        "sha256": "4dab99de5530b7efaf5c050036f69924edc13850d4e239e2bd399f5328ae3ea2",
+        "size": 1806969
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "00b24f444507f0f83ed64ea6ead47458d8958ec8550ce83589a4881dc0cf31b0",
-        "size": 293804
+        "sha256": "6698d6625f7e7991c8ebeaf4b57ae88e4a92a7abbb488cda69903c05aa4011ec",
+        "size": 293893
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "8f5352923c6be4812298e7b4eab065b7eb61e3007beb63a29edb1cbbbd6eecbf",
-        "size": 1887376
+        "sha256": "7cc003ac2f1524e875fcf075cb8977e4738b39670e0b1cac020838aa37a34f65",
+        "size": 1903888
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "92821d854fda188dfedab92774505561bfa74a17630a8abefbb32bcba79166b3",
-        "size": 333848
+        "sha256": "c3bb9ef77bc6bc4fc4293e61c97f2ad4b95aaa8ca90b1bdff869fba2276780d5",
+        "size": 333944
       }
     },
     "win32-x64": {
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "f9c54261c2d04a165417faa510f14c72f8cd2cc0198162ce4b896cc225e89e38",
+        "sha256": "6c31ac5d1973bbe0abfab79b4a1e068e4bd5c668b5b84f219879388e34093bae",
         "size": 1750016
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "f0e2b5b2e30bed280f285aadd2a469e5b8a02160c56bc1b5ed80acebf6e09c0e",
+        "sha256": "1649188643171b84e50cd1c406b84dab8f83992357f23fb194d0680300d39745",
         "size": 253440
       }
     }
