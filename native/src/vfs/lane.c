@@ -451,17 +451,14 @@ static int publish_stashed(mw_lane *l) {
   group[k++] = l;
   for (int i = 0; i < n && i < MW_GROUP_MAX - 1; i++)
     if (others[i]->write_lock) group[k++] = others[i];
+  /* The stash is spent from here, refused or published (mw_commit_group poisons the
+  ** lanes on a refusal): not counted while the group waits for its sync, so other
+  ** threads' commits meanwhile find themselves alone (db.c, stashed_now). */
+  for (int i = 0; i < k; i++) mw_db_unstash(group[i]);
   if (n + 1 > MW_GROUP_MAX) {
-    for (int i = 0; i < k; i++) {
-      mw_db_unstash(group[i]);
-      group[i]->poisoned = 1;
-    }
+    for (int i = 0; i < k; i++) group[i]->poisoned = 1;
     return SQLITE_BUSY_SNAPSHOT;
   }
-  /* The stash is spent from here (mw_commit_group poisons the lanes on a refusal): not
-  ** counted while the group waits for its sync, so other threads' commits meanwhile
-  ** find themselves alone (db.c, stashed_now). */
-  for (int i = 0; i < k; i++) mw_db_unstash(group[i]);
   return mw_commit_group(group, k);
 }
 
