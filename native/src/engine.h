@@ -39,6 +39,8 @@ typedef struct mw_opts {
   const char *ltx_dir;         /* mw_ltx_dir: the replica stream's directory (stream.c);
                                   the open's URI holds it, 0: none */
   int ltx_keep;                /* mw_ltx_keep: level-9 snapshots kept (0: keep every file) */
+  int wait;                    /* mw_wait: writes take the write gate (gate.c); the
+                                  loadable extension's default */
 } mw_opts;
 
 /* ---------------------------------------------------------------- store */
@@ -149,6 +151,11 @@ struct mw_db {
                                   row, or a loss in its last turn): other
                                   transactions wait for it (turn.c) */
   int active;                  /* lanes in a transaction snapshot */
+  /* The write gate (gate.c). */
+  mw_lane *gate;               /* its holder (a mw_wait=1 lane), or NULL */
+  uint64_t gate_until;         /* the others' commits wait for it until then (ns) */
+  int gate_commits;            /* commits past the gate, not yet ended */
+  mw_cond gate_cv;             /* the gate opened, or gate_commits reached 0 */
   int broken;                  /* a log write or sync failed: every commit fails */
   int frozen;                  /* a reformat runs (db.c): no snapshot starts, they wait
                                   on cv */
@@ -211,6 +218,10 @@ struct mw_db {
 ** commit outside the turn takes an eighth off (and 1), each commit in the turn a
 ** 128th (and 1). A lane at MW_HEAT_QUEUE or more queues for the turn at once; such
 ** a holder is not exclusive (turn.c). */
+/* The write gate (core/gate.c): a holder keeps the others' commits waiting at most
+** MW_GATE_HOLD_MS; a gate kept for a lane's retry is kept MW_GATE_RETRY_MS. */
+#define MW_GATE_HOLD_MS 500
+#define MW_GATE_RETRY_MS 20
 #define MW_HEAT_MAX 1024
 #define MW_HEAT_QUEUE 512
 
@@ -239,6 +250,9 @@ struct mw_lane {
   int readcheck;
   int rebase;                  /* mw_rebase=1 (rebase.c) */
   int event_loop;              /* MW_FCNTL_EVENT_LOOP: never waits for the turn (turn.c) */
+  int wait;                    /* mw_wait=1: its writes take the write gate (gate.c) */
+  int gate_mp;                 /* it owns the gate across processes too (mw_mp=1) */
+  int gate_keep;               /* it answered SQLITE_BUSY to keep the gate for its retry */
   int sync_level;              /* observed PRAGMA synchronous (0..3) */
   int lock_level;              /* the main file's level SQLite holds (pretended, lane.c) */
 

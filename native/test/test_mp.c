@@ -1570,7 +1570,11 @@ static void stock(const char *dir) {
 }
 
 /* Debian's sqlite3 shell with .load of the extension, in two processes at once, each
-** inserting into its own table; then a third process of it compacting nothing new. */
+** inserting into its own table; then a third process of it compacting nothing new. The
+** first shell takes the write gate (the extension's default, gate.c) with a busy timeout,
+** as a stock shell beside another writer needs; the second writes optimistically
+** (mw_wait=0) with none: its commits wait for the other's gate, its own never stop the
+** first. */
 static void shells(const char *dir) {
   if (!extension[0]) {
     printf("%s: shells skipped (no /usr/bin/sqlite3, no extension, or another target)\n", prog);
@@ -1587,7 +1591,8 @@ static void shells(const char *dir) {
     snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/shell%d.out' 2>&1", dir, k);
     sh[k] = popen(cmd, "w");
     CHECK(sh[k] != 0);
-    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1\n", extension, path);
+    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1%s\n%s", extension, path,
+            k ? "&mw_wait=0" : "", k ? "" : ".timeout 5000\n");
   }
   for (int i = 0; i < 300; i++)
     for (int k = 0; k < 2; k++)
@@ -1612,6 +1617,81 @@ static void shells(const char *dir) {
   }
   printf("%s: two sqlite3 shells with .load and mw_mp=1 at once: 300 + 300 rows, integrity ok\n",
          prog);
+}
+
+/* The write gate across processes (gate.c, mp.c): two sqlite3 shells (mw_wait=1, the
+** extension's default, with a busy timeout) and this process (optimistic, running a
+** statement again when its commit loses) each run plain statements that read the whole
+** table and append to it, all at once: no statement of a shell fails, and every row
+** holds a different count (the commits are serializable). */
+#define GATE_ROWS 300
+static uint64_t gate_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec;
+}
+
+static void gate_shells(const char *dir) {
+  if (!extension[0]) {
+    printf("%s: gate_shells skipped (no /usr/bin/sqlite3, no extension, or another target)\n", prog);
+    return;
+  }
+  char path[300], cmd[1400], out[4096];
+  snprintf(path, sizeof path, "%s/gate.db", dir);
+  sqlite3 *db = tu_open(path, "mw_mp=1&mw_wait=0");
+  tu_exec(db, "CREATE TABLE g(id INTEGER PRIMARY KEY, who INTEGER, n INTEGER); "
+              "CREATE TABLE ready(k INTEGER)");
+  FILE *sh[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/gate%d.out' 2>&1", dir, k);
+    sh[k] = popen(cmd, "w");
+    CHECK(sh[k] != 0);
+    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1\n.timeout 5000\n"
+                   "INSERT INTO ready VALUES (%d);\n", extension, path, k);
+    for (int i = 0; i < GATE_ROWS; i++)
+      fprintf(sh[k], "INSERT INTO g(who, n) SELECT %d, count(*) FROM g;\n", k);
+    fflush(sh[k]);
+  }
+  sqlite3_stmt *st = 0;
+  CHECK_RC(sqlite3_prepare_v2(db, "INSERT INTO g(who, n) SELECT 2, count(*) FROM g", -1, &st, 0),
+           SQLITE_OK);
+  /* From the moment both shells run until they are done. */
+  int retries = 0, mine = 0;
+  uint64_t give_up = gate_now_s() + 60;
+  while (tu_int(db, "SELECT count(*) FROM ready") < 2 && gate_now_s() < give_up) usleep(1000);
+  while (tu_int(db, "SELECT count(*) FROM g WHERE who < 2") < 2 * GATE_ROWS && gate_now_s() < give_up) {
+    int rc;
+    mine++;
+    while ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+      CHECK((rc & 0xff) == SQLITE_BUSY);
+      sqlite3_reset(st);
+      retries++;
+    }
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  for (int k = 0; k < 2; k++) {
+    fprintf(sh[k], ".quit\n");
+    CHECK(pclose(sh[k]) == 0);
+    snprintf(cmd, sizeof cmd, "cat '%s/gate%d.out'", dir, k);
+    run_capture_ok(cmd, out, sizeof out);
+    if (out[0]) {
+      fprintf(stderr, "%s: gate: shell %d said: %s\n", prog, k, out);
+      CHECK(0);
+    }
+  }
+  int64_t rows = tu_int(db, "SELECT count(*) FROM g");
+  int64_t distinct = tu_int(db, "SELECT count(DISTINCT n) FROM g");
+  int64_t top = tu_int(db, "SELECT max(n) FROM g");
+  if (rows != 2 * GATE_ROWS + mine || distinct != rows || top != rows - 1) {
+    fprintf(stderr, "%s: gate: %lld rows, %lld distinct counts, the largest %lld\n", prog,
+            (long long)rows, (long long)distinct, (long long)top);
+    CHECK(0);
+  }
+  CHECK_RC(sqlite3_close(db), SQLITE_OK);
+  printf("%s: two sqlite3 shells (write gate, .timeout, %d statements each) and an optimistic "
+         "process (%d meanwhile) that read the table and append: no shell error, %d optimistic "
+         "retries, counts 0..%lld\n", prog, GATE_ROWS, mine, retries, (long long)top);
 }
 
 /* The publication lock of a process killed holding it (mp.c, "the publication lock"). A
@@ -1675,7 +1755,7 @@ int main(int argc, char **argv) {
     { "compact_kill", compact_kill }, { "room_ahead", room_ahead },
     { "threads_sync", threads_sync }, { "refresh_switch", refresh_switch },
     { "spare_reader", spare_reader }, { "create_race", create_race },
-    { "mismatch", mismatch }, { "stock", stock }, { "shells", shells },
+    { "mismatch", mismatch }, { "stock", stock }, { "shells", shells }, { "gate_shells", gate_shells },
     { "floor_follows", floor_follows }, { "normal", sync_normal },
     { "pub_dead_holder", pub_dead_holder },
   };

@@ -31,6 +31,7 @@
 #include "core/commit.h"
 #include "core/datafile.h"
 #include "core/db.h"
+#include "core/gate.h"
 #include "core/pageset.h"
 #include "core/store.h"
 #include "durability/log.h"
@@ -811,6 +812,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
   commit c = { 0 };
   c.allow_growth = 1;
   c.allow_rebase = 1;
+  mw_gate_commit_enter(l->db, l); /* after another lane's gated write (gate.c) */
   int rc = collect(&c, l, from, to, db_pages);
   if (rc == SQLITE_OK) rc = precheck(&c);
 #ifdef MW_TAIL_TRACE
@@ -843,6 +845,7 @@ int mw_commit(mw_lane *l, uint64_t from, uint64_t to, uint32_t db_pages) {
     rc = complete(&c, rc);
   }
   commit_free(&c);
+  mw_gate_commit_leave(l->db);
   MW_TAIL(mw_tail.commit_ns += mw_now_ns() - t_commit);
   return rc;
 }
@@ -884,6 +887,8 @@ static int commit_several(mw_lane **lanes, int n) {
                               "is refused when one of them is open with mw_mp=1");
     rc = SQLITE_ERROR;
   }
+  int gated = rc == SQLITE_OK ? n : 0;
+  for (int i = 0; i < gated; i++) mw_gate_commit_enter(lanes[i]->db, lanes[i]);
   for (int i = 0; rc == SQLITE_OK && i < n; i++) {
     mw_lane *l = lanes[i];
     rc = collect(&cs[i], l, l->stash_from, l->stash_to, l->stash_pages);
@@ -941,6 +946,7 @@ static int commit_several(mw_lane **lanes, int n) {
     }
   }
   for (int i = 0; cs && i < n; i++) commit_free(&cs[i]);
+  for (int i = 0; i < gated; i++) mw_gate_commit_leave(lanes[i]->db);
   free(cs);
   free(order);
   free(irc);

@@ -151,6 +151,7 @@ static void db_free(mw_db *db) {
   mw_store_free(&db->store);
   mw_cond_destroy(&db->cv);
   mw_cond_destroy(&db->turn_cv);
+  mw_cond_destroy(&db->gate_cv);
   mw_cond_destroy(&db->ckpt_cv);
   mw_mutex_destroy(&db->mu);
   free(db->path);
@@ -216,6 +217,7 @@ static int db_alloc(sqlite3_vfs *root, const char *zPath, const mw_file_id *id,
   mw_mutex_init(&db->mu);
   mw_cond_init(&db->cv);
   mw_cond_init(&db->turn_cv);
+  mw_cond_init(&db->gate_cv);
   mw_cond_init(&db->ckpt_cv);
   db->path = malloc(strlen(zPath) + 1);
   if (db->path == 0) {

@@ -62,9 +62,10 @@
 #include <unistd.h>
 
 #define SHM_MAGIC "SQLMWSHM"
-#define SHM_VERSION 9u          /* 7: records acknowledged once written (log format 2);
+#define SHM_VERSION 10u         /* 7: records acknowledged once written (log format 2);
                                     8: the mark taken off by a checkpoint (unmarked);
-                                    9: the publication lock a word (pub_owner) on Linux */
+                                    9: the publication lock a word (pub_owner) on Linux;
+                                    10: the write gate (gate_owner, gate_until) */
 #define SHM_SIZE 8192            /* bytes mapped */
 #define LOCK_JOIN 8192           /* lock bytes: past the mapped header, never data */
 #define LOCK_PUB 8193           /* the publication lock where it is no word (not Linux) */
@@ -121,6 +122,11 @@ typedef struct shm_hdr {
   uint32_t pub_owner;          /* 0: free; else its holder: slot + 1 or PUB_JOINER (low 16
                                   bits), its process's tag (high 16); a futex word */
   uint32_t pub_sleepers;       /* processes asleep on pub_owner */
+  /* The write gate across processes ("the write gate" below). */
+  uint32_t gate_owner;         /* slot + 1 of the process whose writer holds it, 0 */
+  uint32_t gate_zero;
+  uint64_t gate_until;         /* the others' commits wait for it until then
+                                  (CLOCK_MONOTONIC ns) */
 } shm_hdr;
 
 struct mw_mp {
@@ -711,14 +717,33 @@ void mw_mp_room_claims(mw_db *db, int64_t *pZeroed, int64_t *pNow) {
 
 /* ---------------------------------------------------------------- commits */
 
+/* 1 while another process's writer holds the write gate (it is alive, and its time
+** has not run out). */
+static int gated_elsewhere(mw_mp *m) {
+  shm_hdr *h = m->hdr;
+  uint32_t g = __atomic_load_n(&h->gate_owner, __ATOMIC_SEQ_CST);
+  if (g == 0 || g > MW_MP_SLOTS || (int)g - 1 == m->slot) return 0;
+  if (mw_now_ns() >= __atomic_load_n(&h->gate_until, __ATOMIC_SEQ_CST)) return 0;
+  return held_elsewhere(m->fd, LOCK_SLOT0 + (int)g - 1);
+}
+
 int mw_mp_commit_begin(mw_db *db, uint64_t need) {
   mw_mp *m = db->mp;
   /* Most of the catch-up before the lock: a process that fell behind (descheduled while
   ** the others committed) applied their records under it, 10 to 40 ms in which no
   ** process could commit. Under the lock only what was published meanwhile. */
   if (!db->broken) (void)catch_up_unlocked(db, 0);
-  int rc = pub_lock(m);
-  if (rc != SQLITE_OK) return rc;
+  int rc;
+  for (;;) {
+    rc = pub_lock(m);
+    if (rc != SQLITE_OK) return rc;
+    /* Another process's writer holds the write gate: wait for it (bounded by its
+    ** time, which the gate's owner sets under this lock). */
+    if (!gated_elsewhere(m)) break;
+    uint32_t seen = __atomic_load_n(&m->hdr->gate_owner, __ATOMIC_SEQ_CST);
+    pub_unlock(m);
+    word_sleep(&m->hdr->gate_owner, seen, 1);
+  }
   mw_crash_point("mp_locked");
   mw_mutex_lock(&m->catch_mu);
   rc = follow_switch(db);
@@ -955,6 +980,43 @@ void mw_mp_turn_give(mw_db *db) {
   uint32_t me = (uint32_t)m->slot + 1;
   /* Not ours any more when a waiter passed this process over. */
   if (__atomic_load_n(&m->hdr->turn_owner, __ATOMIC_SEQ_CST) == me) turn_hand_over(m->hdr, me);
+}
+
+/* ---------------------------------------------------------------- the write gate */
+
+/* gate.c's write gate spans the processes: the process of its holder owns it here,
+** taken under the publication lock (so no other process's record is published
+** after it is taken, until it goes) with the time until which the others' commits
+** wait for it (mw_mp_commit_begin). A dead owner's gate, or one whose time ran out,
+** is free. */
+
+int mw_mp_gate_take(mw_db *db, uint64_t until) {
+  mw_mp *m = db->mp;
+  if (m->slot < 0 || !__atomic_load_n(&m->joined, __ATOMIC_ACQUIRE)) return 1;
+  if (pub_lock(m) != SQLITE_OK) return 0;
+  int got = !gated_elsewhere(m);
+  if (got) {
+    __atomic_store_n(&m->hdr->gate_until, until, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&m->hdr->gate_owner, (uint32_t)m->slot + 1, __ATOMIC_SEQ_CST);
+  }
+  pub_unlock(m);
+  return got;
+}
+
+void mw_mp_gate_hold(mw_db *db, uint64_t until) {
+  mw_mp *m = db->mp;
+  if (m->slot < 0) return;
+  if (__atomic_load_n(&m->hdr->gate_owner, __ATOMIC_SEQ_CST) == (uint32_t)m->slot + 1)
+    __atomic_store_n(&m->hdr->gate_until, until, __ATOMIC_SEQ_CST);
+}
+
+void mw_mp_gate_give(mw_db *db) {
+  mw_mp *m = db->mp;
+  if (m->slot < 0) return;
+  uint32_t me = (uint32_t)m->slot + 1;
+  if (__atomic_compare_exchange_n(&m->hdr->gate_owner, &me, 0, 0, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST))
+    word_wake(&m->hdr->gate_owner, INT32_MAX);
 }
 
 void mw_mp_sync_to(mw_db *db, uint64_t end) {
@@ -1542,6 +1604,9 @@ uint64_t mw_mp_committed_epoch(mw_db *db) { (void)db; return 0; }
 void mw_mp_floor(mw_db *db, uint64_t oldest) { (void)db; (void)oldest; }
 void mw_mp_tick(mw_db *db) { (void)db; }
 int mw_mp_turn_take(mw_db *db) { (void)db; return 0; }
+int mw_mp_gate_take(mw_db *db, uint64_t until) { (void)db, (void)until; return 1; }
+void mw_mp_gate_hold(mw_db *db, uint64_t until) { (void)db, (void)until; }
+void mw_mp_gate_give(mw_db *db) { (void)db; }
 void mw_mp_turn_give(mw_db *db) { (void)db; }
 void mw_mp_sync_to(mw_db *db, uint64_t end) { (void)db; (void)end; }
 void mw_mp_room_claims(mw_db *db, int64_t *pZeroed, int64_t *pNow) {

@@ -90,6 +90,13 @@ void mw_mp_tick(mw_db *db);
 ** database broke); give hands it to the earliest waiting process. */
 int mw_mp_turn_take(mw_db *db);
 void mw_mp_turn_give(mw_db *db);
+/* The write gate across processes (gate.c): taken for this process until `until`
+** (CLOCK_MONOTONIC ns; 0 when another live process's writer holds it), its time
+** moved, given back. Commits wait for another process's gate in
+** mw_mp_commit_begin. */
+int mw_mp_gate_take(mw_db *db, uint64_t until);
+void mw_mp_gate_hold(mw_db *db, uint64_t until);
+void mw_mp_gate_give(mw_db *db);
 /* Syncs the log up to `end` (records of other processes a turn holder's snapshot
 ** read) and makes what that covered visible. */
 void mw_mp_sync_to(mw_db *db, uint64_t end);

@@ -24,6 +24,7 @@
 #include "core/commit.h"
 #include "core/datafile.h"
 #include "core/db.h"
+#include "core/gate.h"
 #include "core/owner.h"
 #include "core/pageset.h"
 #include "core/store.h"
@@ -142,6 +143,7 @@ static void snap_begin(mw_lane *l) {
   int unread_reset = l->cold_start && !l->touched;
   l->touched = 0;
   l->cold_start = unread_reset;
+  if (l->wait) mw_gate_begin(l); /* a gate kept for this retry (gate.c) */
   mw_db_txn_begin(l->db, l, &l->snap, &l->snap_size);
   l->cur_size = l->snap_size;
   l->in_snap = 1;
@@ -161,6 +163,7 @@ static void snap_begin(mw_lane *l) {
 }
 
 static void snap_end(mw_lane *l) {
+  if (l->wait) mw_gate_leave(l, l->cold_start && !l->touched);
   mw_db_txn_end(l->db, l);
   l->stats[MW_STAT_SNAPSHOT_EPOCH] = (int64_t)l->snap;
   l->stats[MW_STAT_COMMIT_EPOCH] = l->nown ? (int64_t)l->own[l->nown - 1] : 0;
@@ -208,6 +211,7 @@ static int main_close(sqlite3_file *f) {
     if (l->in_snap) (void)mw_db_lane_use(l->db, l);
     if (l->write_lock) write_lock_uncount(l);
     if (l->in_snap) snap_end(l);
+    if (l->wait) mw_gate_leave(l, 0);
     mw_db_remove_lane(l->db, l);
     rc = mw_db_release(l->db);
     for (int i = 0; i < l->nregion; i++) free(l->region[i]);
@@ -607,6 +611,12 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
     }
     if (lock && l->shared_mask && !l->in_snap) snap_begin(l);
   } else if (ofst == 0) {
+    /* A connection that cannot run a statement again takes the write gate first, as
+    ** stock SQLite's write lock: SQLITE_BUSY while another writer holds it (gate.c). */
+    if (lock && !l->write_lock && l->wait && l->in_snap && !l->event_loop) {
+      int rc = mw_gate_enter(l);
+      if (rc != SQLITE_OK) return rc;
+    }
     /* The thread's count of write locks tells a commit whether the transaction
     ** writes other engine databases too (see wal_write). */
     if (lock && !l->write_lock) {
@@ -619,6 +629,7 @@ static int main_shm_lock(sqlite3_file *f, int ofst, int n, int flags) {
       mw_rebase_forget(l);
     } else if (!lock && l->write_lock) {
       write_lock_uncount(l);
+      if (l->wait) mw_gate_leave(l, 0);
     }
     l->write_lock = lock;
   }
@@ -679,6 +690,7 @@ int mw_lane_create(mw_file *p, sqlite3_vfs *root, const char *zName, int flags, 
   l->real = p->real;
   l->readcheck = o->readcheck;
   l->rebase = o->rebase;
+  l->wait = o->wait;
   l->sync_level = 2;
   l->autockpt = 1000; /* SQLITE_DEFAULT_WAL_AUTOCHECKPOINT */
   mw_db_add_lane(db, l);

@@ -58,6 +58,9 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
   o->readcheck = 1;
   o->log_max_bytes = (uint64_t)64 << 20;
   o->ltx_keep = 2;
+#ifdef MW_EXTENSION
+  o->wait = 1; /* the shell and C programs that load it do not run a statement again */
+#endif
   *pzErr = 0;
   for (int i = 0;; i++) {
     const char *key = sqlite3_uri_key(zName, i);
@@ -88,6 +91,9 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
     } else if (!strcmp(key, "mw_rebase")) {
       if (!parse_bool(v, &b)) goto bad_value;
       o->rebase = b;
+    } else if (!strcmp(key, "mw_wait")) {
+      if (!parse_bool(v, &b)) goto bad_value;
+      o->wait = b;
     } else if (!strcmp(key, "mw_ltx_dir")) {
       if (v == 0 || v[0] == 0) goto bad_value;
       o->ltx_dir = v;
