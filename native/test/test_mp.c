@@ -1569,6 +1569,31 @@ static void stock(const char *dir) {
          shell < 0 ? "absent" : "failed", acked);
 }
 
+/* A sqlite3 shell process (its output to dir/<name><k>.out) with the extension loaded and
+** `uri` opened; `first` is fed to it next. */
+static FILE *shell_start(const char *dir, const char *name, int k, const char *uri,
+                         const char *first) {
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/%s%d.out' 2>&1", dir, name, k);
+  FILE *sh = popen(cmd, "w");
+  CHECK(sh != 0);
+  fprintf(sh, ".load %s\n.open %s\n%s", extension, uri, first);
+  return sh;
+}
+
+/* Ends it: it must exit 0 having said nothing. */
+static void shell_finish(FILE *sh, const char *dir, const char *name, int k) {
+  char cmd[1400], out[4096];
+  fprintf(sh, ".quit\n");
+  CHECK(pclose(sh) == 0);
+  snprintf(cmd, sizeof cmd, "cat '%s/%s%d.out'", dir, name, k);
+  run_capture_ok(cmd, out, sizeof out);
+  if (out[0]) {
+    fprintf(stderr, "%s: %s %d said: %s\n", prog, name, k, out);
+    CHECK(0);
+  }
+}
+
 /* Debian's sqlite3 shell with .load of the extension, in two processes at once, each
 ** inserting into its own table; then a third process of it compacting nothing new. The
 ** first shell takes the write gate (the extension's default, gate.c) with a busy timeout,
@@ -1580,7 +1605,7 @@ static void shells(const char *dir) {
     printf("%s: shells skipped (no /usr/bin/sqlite3, no extension, or another target)\n", prog);
     return;
   }
-  char path[300], cmd[1400], out[4096];
+  char path[300], uri[400], cmd[1400], out[4096];
   snprintf(path, sizeof path, "%s/shells.db", dir);
   sqlite3 *db = tu_open(path, "mw_mp=1");
   tu_exec(db, "CREATE TABLE t1(id INTEGER PRIMARY KEY, v TEXT); "
@@ -1588,25 +1613,13 @@ static void shells(const char *dir) {
   CHECK_RC(sqlite3_close(db), SQLITE_OK);
   FILE *sh[2];
   for (int k = 0; k < 2; k++) {
-    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/shell%d.out' 2>&1", dir, k);
-    sh[k] = popen(cmd, "w");
-    CHECK(sh[k] != 0);
-    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1%s\n%s", extension, path,
-            k ? "&mw_wait=0" : "", k ? "" : ".timeout 5000\n");
+    snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter&mw_mp=1%s", path, k ? "&mw_wait=0" : "");
+    sh[k] = shell_start(dir, "shell", k, uri, k ? "" : ".timeout 5000\n");
   }
   for (int i = 0; i < 300; i++)
     for (int k = 0; k < 2; k++)
       fprintf(sh[k], "INSERT INTO t%d(v) VALUES ('shell %d row %d');\n", k + 1, k, i);
-  for (int k = 0; k < 2; k++) {
-    fprintf(sh[k], ".quit\n");
-    CHECK(pclose(sh[k]) == 0);
-    snprintf(cmd, sizeof cmd, "cat '%s/shell%d.out'", dir, k);
-    run_capture_ok(cmd, out, sizeof out);
-    if (out[0]) {
-      fprintf(stderr, "%s: shell %d said: %s\n", prog, k, out);
-      CHECK(0);
-    }
-  }
+  for (int k = 0; k < 2; k++) shell_finish(sh[k], dir, "shell", k);
   CHECK(!tu_file_exists(path, "-mw") && !tu_file_exists(path, "-mwshm"));
   snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 '%s' 'PRAGMA integrity_check; "
                             "SELECT count(*) FROM t1; SELECT count(*) FROM t2;'", path);
@@ -1636,18 +1649,16 @@ static void gate_shells(const char *dir) {
     printf("%s: gate_shells skipped (no /usr/bin/sqlite3, no extension, or another target)\n", prog);
     return;
   }
-  char path[300], cmd[1400], out[4096];
+  char path[300], uri[400], first[100];
   snprintf(path, sizeof path, "%s/gate.db", dir);
   sqlite3 *db = tu_open(path, "mw_mp=1&mw_wait=0");
   tu_exec(db, "CREATE TABLE g(id INTEGER PRIMARY KEY, who INTEGER, n INTEGER); "
               "CREATE TABLE ready(k INTEGER)");
   FILE *sh[2];
+  snprintf(uri, sizeof uri, "file:%s?vfs=multiwriter&mw_mp=1", path);
   for (int k = 0; k < 2; k++) {
-    snprintf(cmd, sizeof cmd, "/usr/bin/sqlite3 -batch :memory: > '%s/gate%d.out' 2>&1", dir, k);
-    sh[k] = popen(cmd, "w");
-    CHECK(sh[k] != 0);
-    fprintf(sh[k], ".load %s\n.open file:%s?vfs=multiwriter&mw_mp=1\n.timeout 5000\n"
-                   "INSERT INTO ready VALUES (%d);\n", extension, path, k);
+    snprintf(first, sizeof first, ".timeout 5000\nINSERT INTO ready VALUES (%d);\n", k);
+    sh[k] = shell_start(dir, "gate", k, uri, first);
     for (int i = 0; i < GATE_ROWS; i++)
       fprintf(sh[k], "INSERT INTO g(who, n) SELECT %d, count(*) FROM g;\n", k);
     fflush(sh[k]);
@@ -1670,16 +1681,7 @@ static void gate_shells(const char *dir) {
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
-  for (int k = 0; k < 2; k++) {
-    fprintf(sh[k], ".quit\n");
-    CHECK(pclose(sh[k]) == 0);
-    snprintf(cmd, sizeof cmd, "cat '%s/gate%d.out'", dir, k);
-    run_capture_ok(cmd, out, sizeof out);
-    if (out[0]) {
-      fprintf(stderr, "%s: gate: shell %d said: %s\n", prog, k, out);
-      CHECK(0);
-    }
-  }
+  for (int k = 0; k < 2; k++) shell_finish(sh[k], dir, "gate", k);
   int64_t rows = tu_int(db, "SELECT count(*) FROM g");
   int64_t distinct = tu_int(db, "SELECT count(DISTINCT n) FROM g");
   int64_t top = tu_int(db, "SELECT max(n) FROM g");

@@ -106,13 +106,17 @@ int mw_gate_enter(mw_lane *l) {
 
 void mw_gate_begin(mw_lane *l) {
   mw_db *db = l->db;
-  uint64_t until = mw_now_ns() + ms_ns(MW_GATE_HOLD_MS);
-  int held;
+  uint64_t now = mw_now_ns();
+  int held, expired;
   mw_mutex_lock(&db->mu);
   held = db->gate == l;
-  if (held) db->gate_until = until;
+  /* Kept for a retry that came too late (or never: a shell without a busy timeout
+  ** reports the error and goes on): not held over whatever this transaction is. */
+  expired = held && now >= db->gate_until;
+  if (held && !expired) db->gate_until = now + ms_ns(MW_GATE_HOLD_MS);
   mw_mutex_unlock(&db->mu);
-  if (held && l->gate_mp) mw_mp_gate_hold(db, until);
+  if (expired) release(l);
+  else if (held && l->gate_mp) mw_mp_gate_hold(db, now + ms_ns(MW_GATE_HOLD_MS));
 }
 
 void mw_gate_leave(mw_lane *l, int keep) {
