@@ -14,7 +14,9 @@
 # Environment: MW_TCL_DIR (default /tmp/mw-sqlite-tcl: sources, builds, logs),
 #   MW_TCL_JOBS (parallel files, default 2), MW_TCL_LIMIT (seconds per file, default 200),
 #   MW_TCL_USER (the unprivileged user when run as root, default mwtest),
-#   MW_TCL_STRICT=1 (a listed test that passes, unless listed as unstable, fails the run).
+#   MW_TCL_STRICT=1 (a listed test that passes, unless listed as unstable, fails the run),
+#   MW_TCL_WAIT=1 (the engine's connections take the write gate, as the extension's do in
+#   the sqlite3 shell; expected.txt is for the default, 0).
 # docs/sqlite-tests.md explains the results and every listed difference.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -79,6 +81,7 @@ rm -rf "$eng" && mkdir -p "$eng"
 # The engine is every .c of native/src and its folders (one per layer); its headers are
 # included with their folder ("core/db.h"), so native/src is their only include path.
 cflags=(-O2 -g -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -Wall -Wno-unused-parameter
+        -DMW_WAIT_DEFAULT="${MW_TCL_WAIT:-0}"
         -Werror=implicit-function-declaration -I"$repo/native/include" -I"$repo/native/src"
         -I"$bld")
 mapfile -t engine_srcs < <(find "$repo/native/src" -name '*.c' | sort)

@@ -100,6 +100,10 @@ int mw_gate_enter(mw_lane *l) {
   mw_mutex_lock(&db->mu);
   int current = db->assigned == view_tip(l) && !db->broken;
   mw_mutex_unlock(&db->mu);
+  /* Behind: SQLITE_BUSY. A statement that begins its transaction is run again by
+  ** SQLite's busy handler, on a current snapshot; in a transaction that read before its
+  ** first write (BEGIN; SELECT; UPDATE) it is the error, as stock SQLite's
+  ** SQLITE_BUSY_SNAPSHOT is there (BEGIN IMMEDIATE avoids it, as with stock SQLite). */
   if (!current) return behind(l);
   return SQLITE_OK;
 }

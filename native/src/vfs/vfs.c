@@ -50,6 +50,17 @@ static int parse_uint(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
   return 1;
 }
 
+/* mw_wait's default: on in the loadable extension, whose hosts (the sqlite3 shell, C
+** programs) do not run a statement again; a build may set it (SQLite's Tcl suite,
+** scripts/sqlite-tcl, runs as the shell does). */
+#ifndef MW_WAIT_DEFAULT
+#ifdef MW_EXTENSION
+#define MW_WAIT_DEFAULT 1
+#else
+#define MW_WAIT_DEFAULT 0
+#endif
+#endif
+
 int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
   /* Every field: an option added later starts off, never as the caller's stack held it
   ** (mw_rebase did: test_engine_rebase found it on on aarch64-gnu only). */
@@ -58,9 +69,7 @@ int mw_opts_parse(const char *zName, mw_opts *o, char **pzErr) {
   o->readcheck = 1;
   o->log_max_bytes = (uint64_t)64 << 20;
   o->ltx_keep = 2;
-#ifdef MW_EXTENSION
-  o->wait = 1; /* the shell and C programs that load it do not run a statement again */
-#endif
+  o->wait = MW_WAIT_DEFAULT;
   *pzErr = 0;
   for (int i = 0;; i++) {
     const char *key = sqlite3_uri_key(zName, i);
