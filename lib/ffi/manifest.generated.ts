@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "300e37c84926f15962e7962c7663fc729c0b35277ef175e02eb776f9ee0d79fe",
-        "size": 1854776
+        "sha256": "8cfb7d72c276dbd1ed0165a94fed2587a31f47b17ded5e5c832db30ce67a27d5",
+        "size": 1857992
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "618e62fc80cf71bc3f55756df5702b4e2f2cf7179ae9073c984b159c3afe1ebc",
-        "size": 296816
+        "sha256": "87c868af6a6991937a34f7ee6b37e52f96c47058694f710f66d40daf898c4046",
+        "size": 300096
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "5e3c593180d93d6d1b86dfd0d6792cc3a132d8ae9dd6b5d771e31504d5fe4dbf",
-        "size": 1798040
+        "sha256": "9aa4958b64b59c7254bd673511d06455deb691c92e5a6c8eef37d2d7c5fa3825",
+        "size": 1801160
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "08dac412feb5d6f99c12c321c581366e5d73fcbe0da89d99905e86ac95e88d68",
-        "size": 289368
+        "sha256": "8100d72020e9240f0b595b26fd4d2633fefe26831056ceef47b059cdd16808c8",
+        "size": 292568
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "ea5695a9f17ca2c8c80c76d9dc344b60e0646f465f837178780b03dc81d745db",
-        "size": 1852600
+        "sha256": "a1ff2fad749518879f5af0792457161b4f2c1caf8396f053b2fb8f9aed94a778",
+        "size": 1855816
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "cecea97a1464ef46e3776fd232ba37b0f3d60e4229516e85092e819c6c2b831f",
-        "size": 295880
+        "sha256": "5cc3f38034d8a3668b694b83f379cb5a1f51949743010ef4cd7a2ca64fbd395a",
+        "size": 299160
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "d55dd56d850c51a28f75b87f3672a9d7409edf9af1d22d3a36fcef86e350e760",
-        "size": 1796192
+        "sha256": "2fb02a29a5e40a05e45a064e28bc8b606979c9f19baabc7c6e29fbd3ca6df94a",
+        "size": 1799296
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "c7139d00763d9725c947150ec66ff1d5bdb15ad98cf40745b9213a9d6b60d4c3",
-        "size": 288712
+        "sha256": "883509fa7fc0d53802681d564e2f0d2a3733815af8e112db3638239fa3b1eb77",
+        "size": 291896
       }
     },
     "darwin-x64": {
@@ -81,14 +81,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "4dab99de5530b7efaf5c050036f69924edc13850d4e239e2bd399f5328ae3ea2",
-        "size": 1806969
+        "sha256": "1ed5f79c47d1a8ecc0bc8be85d27f7664936894794de54c846d38c378b717449",
+        "size": 1811392
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "6698d6625f7e7991c8ebeaf4b57ae88e4a92a7abbb488cda69903c05aa4011ec",
-        "size": 293893
+        "sha256": "48163035f0d4fed56b9b35f5d9962a2d3e069836a0f982601951cfeb661b5ec9",
+        "size": 298316
       }
     },
     "darwin-arm64": {
@@ -97,14 +97,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "7cc003ac2f1524e875fcf075cb8977e4738b39670e0b1cac020838aa37a34f65",
-        "size": 1903888
+        "sha256": "46df65ee2adefbf85f5533731df584d60d4298a74666e214cd8fd40d714d7e8d",
+        "size": 1904208
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "c3bb9ef77bc6bc4fc4293e61c97f2ad4b95aaa8ca90b1bdff869fba2276780d5",
-        "size": 333944
+        "sha256": "a9623304c76c961873942f2d1885e11467041f76ec9fc516719c02fb6ff18c4f",
+        "size": 350680
       }
     },
     "win32-x64": {
@@ -113,14 +113,14 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "6c31ac5d1973bbe0abfab79b4a1e068e4bd5c668b5b84f219879388e34093bae",
-        "size": 1750016
+        "sha256": "a7d401dce74a53ded92cd041340428496bf2e6001b45767f1d13ff5c16ea1e90",
+        "size": 1752576
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "1649188643171b84e50cd1c406b84dab8f83992357f23fb194d0680300d39745",
-        "size": 253440
+        "sha256": "31f5f177587d2355dc6bf1f5d9b4fa2fff0b4decabcdda87ee256ee90e84334f",
+        "size": 255488
       }
     }
   }
