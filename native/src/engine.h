@@ -219,9 +219,12 @@ struct mw_db {
 ** 128th (and 1). A lane at MW_HEAT_QUEUE or more queues for the turn at once; such
 ** a holder is not exclusive (turn.c). */
 /* The write gate (core/gate.c): a holder keeps the others' commits waiting at most
-** MW_GATE_HOLD_MS; a gate kept for a lane's retry is kept MW_GATE_RETRY_MS. */
+** MW_GATE_HOLD_MS; a gate kept for a lane's retry is kept MW_GATE_RETRY_MS, longer than
+** the longest sleep of SQLite's busy handler between two tries (100 ms): a retry that
+** came after it found the gate taken again, and under steady commits of other
+** connections its snapshot behind again, try after try. */
 #define MW_GATE_HOLD_MS 500
-#define MW_GATE_RETRY_MS 20
+#define MW_GATE_RETRY_MS 200
 #define MW_HEAT_MAX 1024
 #define MW_HEAT_QUEUE 512
 
