@@ -14,13 +14,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "8cfb7d72c276dbd1ed0165a94fed2587a31f47b17ded5e5c832db30ce67a27d5",
+        "sha256": "b30d324765468c351b76bc941ce1faa22f4f93d30c0fe091ba71cf911aca2219",
         "size": 1857992
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "87c868af6a6991937a34f7ee6b37e52f96c47058694f710f66d40daf898c4046",
+        "sha256": "8fc1eef079097af3c833d3a4580858424b5c0b7b6113d37d9122afff56cc12b4",
         "size": 300096
       }
     },
@@ -31,13 +31,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "9aa4958b64b59c7254bd673511d06455deb691c92e5a6c8eef37d2d7c5fa3825",
+        "sha256": "29b480c0897e7242a9090d49ba1c4ba8f63054007ec2dccd3b78442667b391b8",
         "size": 1801160
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "8100d72020e9240f0b595b26fd4d2633fefe26831056ceef47b059cdd16808c8",
+        "sha256": "0de7cfbddae2105da341fe147401bfbe01efb44b89f409407ad7565684445bdd",
         "size": 292568
       }
     },
@@ -48,13 +48,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "a1ff2fad749518879f5af0792457161b4f2c1caf8396f053b2fb8f9aed94a778",
+        "sha256": "ed9372aec370bcfd2de36744fd6f987b2155acbb592d962ee616ed2b806e063e",
         "size": 1855816
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "5cc3f38034d8a3668b694b83f379cb5a1f51949743010ef4cd7a2ca64fbd395a",
+        "sha256": "0d1a03cb9d140448c4287a51a5cfc36b99532ecf67bd8d5a4c9b01c77bf7824f",
         "size": 299160
       }
     },
@@ -65,13 +65,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "2fb02a29a5e40a05e45a064e28bc8b606979c9f19baabc7c6e29fbd3ca6df94a",
+        "sha256": "ac59a928849c5b6b410b4d66d4e5dec7041b080e42ba9750691cf1378fda7677",
         "size": 1799296
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "883509fa7fc0d53802681d564e2f0d2a3733815af8e112db3638239fa3b1eb77",
+        "sha256": "8c9e31d507b3f2c312f5169eb5d0317569083b31b19951c6e2a8b2dead2eceff",
         "size": 291896
       }
     },
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "1ed5f79c47d1a8ecc0bc8be85d27f7664936894794de54c846d38c378b717449",
+        "sha256": "9543b26af313db3e47ba443b68d7551c3d7d541045b7b73ca0dc0b93b14ecc4f",
         "size": 1811392
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "48163035f0d4fed56b9b35f5d9962a2d3e069836a0f982601951cfeb661b5ec9",
+        "sha256": "fef381143095b263b325a550a0e83ba5cb8a312a43c9f0b41724170a3a8432c0",
         "size": 298316
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "46df65ee2adefbf85f5533731df584d60d4298a74666e214cd8fd40d714d7e8d",
+        "sha256": "b35712d76b2c8fce952c01e47c6f3861ce6f566f941fcd5ff774e6d17b0d476d",
         "size": 1904208
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "a9623304c76c961873942f2d1885e11467041f76ec9fc516719c02fb6ff18c4f",
+        "sha256": "97674e4afaab0179fd3c0d1c4ee5b5a0e58c54e5e07382a0733076a31d494382",
         "size": 350680
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "a7d401dce74a53ded92cd041340428496bf2e6001b45767f1d13ff5c16ea1e90",
+        "sha256": "46c8c86bd6a3c00a43baa3bc58f13ab0cb7867873b99d4d831c947ca1bc7f480",
         "size": 1752576
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "31f5f177587d2355dc6bf1f5d9b4fa2fff0b4decabcdda87ee256ee90e84334f",
+        "sha256": "9ef914d5c19fd135f07ce9d13cd2be39464c3aeb9bc557430537ea62f08dfdfc",
         "size": 255488
       }
     }
