@@ -38,6 +38,15 @@ function schema(run: (sql: string) => unknown): void {
   run("CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, item INTEGER NOT NULL, price INTEGER NOT NULL, at INTEGER NOT NULL)");
 }
 
+// --init: the items, in one transaction, with either driver; then exit.
+function init(exec: (sql: string) => unknown, close: () => void): never {
+  exec(`BEGIN; DELETE FROM items;
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${Math.trunc(ITEMS)})
+    INSERT INTO items SELECT i, 1000000, 100 + i % 50 FROM n; COMMIT`);
+  close();
+  process.exit(0);
+}
+
 function serve(): void {
   let order: (item: number) => Promise<number>;
   let stockOf: (item: number) => unknown;
@@ -47,14 +56,7 @@ function serve(): void {
     // processes: true lets several server processes open the file through the engine.
     const db = new Database(PATH, { processes: true });
     schema((sql) => db.exec(sql));
-    if (process.argv.includes("--init")) {
-      db.transaction(() => {
-        db.run("DELETE FROM items");
-        for (let i = 1; i <= ITEMS; i++) db.run("INSERT INTO items VALUES (?, 1000000, ?)", i, 100 + (i % 50));
-      })();
-      db.close();
-      process.exit(0);
-    }
+    if (process.argv.includes("--init")) init((sql) => db.exec(sql), () => db.close());
     // Many of these run at once on this one thread, each on its own snapshot; a commit that
     // lost to another writer runs the function again on fresh data.
     const tx = db.transactionAsync(async (tx, item: number) => {
@@ -75,6 +77,7 @@ function serve(): void {
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA busy_timeout = 5000");
     schema((sql) => db.exec(sql));
+    if (process.argv.includes("--init")) init((sql) => db.exec(sql), () => db.close());
     const get = db.query("SELECT stock, price FROM items WHERE id = ?");
     const dec = db.query("UPDATE items SET stock = ? WHERE id = ?");
     const ins = db.query("INSERT INTO orders(item, price, at) VALUES (?, ?, ?)");

@@ -98,8 +98,19 @@ int mw_gate_enter(mw_lane *l) {
   /* Every commit made before the gate closed, visible (mw_mp=1: synced). */
   mw_db_wait_assigned_visible(db);
   mw_mutex_lock(&db->mu);
+  /* Its waits spent part of its time: the transaction's own starts now (a holder
+  ** descheduled in them, on a loaded machine, found the others' commits let through
+  ** before it wrote anything). An expired gate another lane took meanwhile is theirs. */
+  int mine = db->gate == l;
+  uint64_t now = mw_now_ns();
+  if (mine) db->gate_until = now + ms_ns(MW_GATE_HOLD_MS);
   int current = db->assigned == view_tip(l) && !db->broken;
   mw_mutex_unlock(&db->mu);
+  if (!mine) {
+    release(l); /* the shared one, if this process still owns it for this lane */
+    return SQLITE_BUSY;
+  }
+  if (l->gate_mp) mw_mp_gate_hold(db, now + ms_ns(MW_GATE_HOLD_MS));
   /* Behind: SQLITE_BUSY. A statement that begins its transaction is run again by
   ** SQLite's busy handler, on a current snapshot; in a transaction that read before its
   ** first write (BEGIN; SELECT; UPDATE) it is the error, as stock SQLite's
