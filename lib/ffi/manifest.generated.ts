@@ -14,14 +14,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-gnu-libmwsqlite3.so",
-        "sha256": "b30d324765468c351b76bc941ce1faa22f4f93d30c0fe091ba71cf911aca2219",
-        "size": 1857992
+        "sha256": "f14d8149393d127bd64ad2e30fb3609044215a77f117f59f3a7398a76eced648",
+        "size": 1858088
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-gnu-libmultiwriter.so",
-        "sha256": "8fc1eef079097af3c833d3a4580858424b5c0b7b6113d37d9122afff56cc12b4",
-        "size": 300096
+        "sha256": "ffa35cde9ce26c4d7fbcf2de49877726d5243e15e393fea2387fdb313040fcd2",
+        "size": 300192
       }
     },
     "linux-arm64-gnu": {
@@ -31,14 +31,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-gnu-libmwsqlite3.so",
-        "sha256": "29b480c0897e7242a9090d49ba1c4ba8f63054007ec2dccd3b78442667b391b8",
-        "size": 1801160
+        "sha256": "66c72a804d38532a87f3e7920b9b1f986210a0e081f024d0b3dbdc0bfa09643d",
+        "size": 1801224
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-gnu-libmultiwriter.so",
-        "sha256": "0de7cfbddae2105da341fe147401bfbe01efb44b89f409407ad7565684445bdd",
-        "size": 292568
+        "sha256": "72ee31e4b3e644b119edad64488623e40ec7f85901682ffcf3541782002de84f",
+        "size": 292632
       }
     },
     "linux-x64-musl": {
@@ -48,14 +48,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-x64-musl-libmwsqlite3.so",
-        "sha256": "ed9372aec370bcfd2de36744fd6f987b2155acbb592d962ee616ed2b806e063e",
-        "size": 1855816
+        "sha256": "be17350fdef4561a70f99fac46eba68f3768f02846a1103d1ac70c4f8e9c88a1",
+        "size": 1855912
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-x64-musl-libmultiwriter.so",
-        "sha256": "0d1a03cb9d140448c4287a51a5cfc36b99532ecf67bd8d5a4c9b01c77bf7824f",
-        "size": 299160
+        "sha256": "34b3e544c2f1f9a86de6faa7bfa5d7d068e1df9412f71dbfe308d0ea1919c227",
+        "size": 299256
       }
     },
     "linux-arm64-musl": {
@@ -65,14 +65,14 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.so",
         "asset": "linux-arm64-musl-libmwsqlite3.so",
-        "sha256": "ac59a928849c5b6b410b4d66d4e5dec7041b080e42ba9750691cf1378fda7677",
-        "size": 1799296
+        "sha256": "20f7b2bda8f109876f4ac2224ed6fc1a71a386b15a2d608f832ab3e9b3809a80",
+        "size": 1799360
       },
       "extension": {
         "file": "libmultiwriter.so",
         "asset": "linux-arm64-musl-libmultiwriter.so",
-        "sha256": "8c9e31d507b3f2c312f5169eb5d0317569083b31b19951c6e2a8b2dead2eceff",
-        "size": 291896
+        "sha256": "f677ed24c6351b0fa2fbdbedc1507d5f6aabc85356c0e244d4287d227afce54b",
+        "size": 291960
       }
     },
     "darwin-x64": {
@@ -81,13 +81,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-x64-libmwsqlite3.dylib",
-        "sha256": "9543b26af313db3e47ba443b68d7551c3d7d541045b7b73ca0dc0b93b14ecc4f",
+        "sha256": "70d1979fce3f9b90a98159a5d024fc6f9277730516b7d9a1fb3d7b145ed2e0cc",
         "size": 1811392
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-x64-libmultiwriter.dylib",
-        "sha256": "fef381143095b263b325a550a0e83ba5cb8a312a43c9f0b41724170a3a8432c0",
+        "sha256": "a49502edb27e6246555d1c9e6107dd5a9dc47640488a36300aa48939d816fa1b",
         "size": 298316
       }
     },
@@ -97,13 +97,13 @@ export const nativeManifest = {
       "library": {
         "file": "libmwsqlite3.dylib",
         "asset": "darwin-arm64-libmwsqlite3.dylib",
-        "sha256": "b35712d76b2c8fce952c01e47c6f3861ce6f566f941fcd5ff774e6d17b0d476d",
+        "sha256": "2c3c8039bffaa00f3aa93eec172f738be0c94f64b52530f5c0e060ddcf860cc1",
         "size": 1904208
       },
       "extension": {
         "file": "libmultiwriter.dylib",
         "asset": "darwin-arm64-libmultiwriter.dylib",
-        "sha256": "97674e4afaab0179fd3c0d1c4ee5b5a0e58c54e5e07382a0733076a31d494382",
+        "sha256": "03cf99692ab7aa0d509341faee1c6d6ab120ca93ed59e2e8476e609ae53768d9",
         "size": 350680
       }
     },
@@ -113,13 +113,13 @@ export const nativeManifest = {
       "library": {
         "file": "mwsqlite3.dll",
         "asset": "win32-x64-mwsqlite3.dll",
-        "sha256": "46c8c86bd6a3c00a43baa3bc58f13ab0cb7867873b99d4d831c947ca1bc7f480",
+        "sha256": "cb83fa2d6ddefc448ad7740211e3d21c7ce2b783b28dda2dbb91a532be99cb69",
         "size": 1752576
       },
       "extension": {
         "file": "multiwriter.dll",
         "asset": "win32-x64-multiwriter.dll",
-        "sha256": "9ef914d5c19fd135f07ce9d13cd2be39464c3aeb9bc557430537ea62f08dfdfc",
+        "sha256": "82a5c08b1c135d5ce53c67eb2b31172551d23b980cd3f8dc2a29b5939eaae7c2",
         "size": 255488
       }
     }
